@@ -1,0 +1,93 @@
+package cgroup
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// CleanStale removes empty leftover groups named "proctor-<pid>-*" from the
+// places New creates groups in, when no process <pid> is running: the
+// supervisor that made them died without calling Destroy. It never kills
+// anything, so a leftover that still holds processes stays. It is best
+// effort: it returns how many directories it removed and the errors other
+// than "busy" it met on the way.
+func CleanStale() (int, error) { return hostFS().cleanStale() }
+
+func (s *sysfs) cleanStale() (int, error) {
+	l, err := s.detect()
+	if err != nil {
+		return 0, fmt.Errorf("detecting cgroups: %w", err)
+	}
+	var parents []string
+	if u := l.unified; u != nil && u.canCreate {
+		parents = append(parents, u.parent)
+	}
+	for _, c := range trackingOrder {
+		if h := l.v1[c]; h != nil && h.canCreate {
+			parents = append(parents, h.parent)
+		}
+	}
+	removed := 0
+	var errs []error
+	seen := map[string]bool{}
+	for _, p := range parents {
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		for _, e := range entries {
+			pid, ok := staleOwner(e.Name())
+			if !ok || !e.IsDir() || processExists(pid) {
+				continue
+			}
+			err := s.removeTree(filepath.Join(p, e.Name()), false)
+			switch {
+			case err == nil:
+				removed++
+			case errors.Is(err, syscall.EBUSY), errors.Is(err, fs.ErrNotExist):
+				// Still holds processes, or removed by someone else.
+			default:
+				errs = append(errs, err)
+			}
+		}
+	}
+	if len(errs) > 0 {
+		return removed, fmt.Errorf("cleaning stale cgroups: %w", errors.Join(errs...))
+	}
+	return removed, nil
+}
+
+// staleOwner parses the pid out of a "proctor-<pid>-<anything>" name.
+func staleOwner(name string) (int, bool) {
+	rest, ok := strings.CutPrefix(name, "proctor-")
+	if !ok {
+		return 0, false
+	}
+	digits, suffix, ok := strings.Cut(rest, "-")
+	if !ok || suffix == "" || digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+		return 0, false
+	}
+	pid, err := strconv.ParseInt(digits, 10, 32) // pid_t
+	if err != nil || pid <= 0 {
+		return 0, false
+	}
+	return int(pid), true
+}
+
+func processExists(pid int) bool {
+	err := unix.Kill(pid, 0)
+	return err == nil || errors.Is(err, syscall.EPERM)
+}
