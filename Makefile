@@ -1,0 +1,27 @@
+# One static binary; everything else is the Go toolchain and a few Debian
+# packages (scripts/deps.sh).
+export CGO_ENABLED := 0
+GO ?= go
+
+.PHONY: build deps demo test bench vet clean
+
+build:
+	$(GO) build -trimpath -o bin/proctor ./cmd/proctor
+
+deps:
+	bash scripts/deps.sh
+
+# The main job on the bundled examples.
+demo: deps build
+	bash examples/exec/demo.sh bin/proctor
+
+# Isolation tests need root; as root none of them may be skipped under CI=true.
+test: deps
+	$(GO) vet ./...
+	$(GO) test -count=1 -timeout 20m ./...
+
+bench: deps
+	bash bench/startup.sh
+
+clean:
+	rm -rf bin

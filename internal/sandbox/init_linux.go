@@ -1,0 +1,304 @@
+package sandbox
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/proctor-sandbox/proctor/internal/seccomp"
+)
+
+// RunInit is the sandbox's init: pid 1 of the new pid namespace. args are the
+// arguments after InitCommand. It returns the process exit code: 0 when it
+// reported the command's end, 125 when setup failed (after reporting why).
+func RunInit(args []string) int {
+	// Credentials, no_new_privs and the filter are set on this thread and the
+	// command is forked from it: never unlock.
+	runtime.LockOSThread()
+
+	specFD, statusFD, err := parseInitArgs(args)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "proctor: error: %s: %v\n", InitCommand, err)
+		return 125
+	}
+	// Whatever the caller's caller left inheritable must not reach the
+	// command: mark every descriptor above stderr close-on-exec.
+	if err := unix.CloseRange(3, math.MaxUint32, unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fmt.Fprintf(os.Stderr, "proctor: error: %s: close_range: %v\n", InitCommand, err)
+		return 125
+	}
+	out := json.NewEncoder(os.NewFile(uintptr(statusFD), "status"))
+
+	// pid 1 gets only signals it handles. Handle (and drop) the catchable ones
+	// so the command cannot stop init early; handlers, unlike SIG_IGN, are not
+	// inherited across exec.
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	go func() {
+		for range sigs {
+		}
+	}()
+
+	fail := func(err error) int {
+		st := status{Phase: "error", Error: err.Error()}
+		var se *SetupError
+		if errors.As(err, &se) {
+			st.Step, st.Error, st.Hint = se.Step, se.Err.Error(), se.Hint
+		}
+		_ = out.Encode(st)
+		return 125
+	}
+
+	var spec initSpec
+	specFile := os.NewFile(uintptr(specFD), "spec")
+	dec := json.NewDecoder(specFile)
+	if err := dec.Decode(&spec); err != nil {
+		return fail(&SetupError{Step: "reading the sandbox spec", Err: err})
+	}
+	// What follows the spec on its pipe: the go-ahead after placement.
+	fromHost := io.MultiReader(dec.Buffered(), specFile)
+
+	path, code, err := setupInit(&spec)
+	if err != nil {
+		return fail(err)
+	}
+	if code != 0 {
+		// The command could not be found or run: report it like a shell.
+		_ = out.Encode(status{Phase: "exited", ExitCode: code})
+		return 0
+	}
+
+	// With limits, the command stops at its first instruction (a ptrace stop
+	// at exec) until the host has put it in its cgroup: the limits then cover
+	// the command's whole tree and nothing of init.
+	pid, err := syscall.ForkExec(path, spec.Args, &syscall.ProcAttr{
+		Env:   spec.Env,
+		Files: []uintptr{0, 1, 2},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Ptrace: spec.PlaceCommand},
+	})
+	if err == nil && spec.PlaceCommand {
+		if perr := awaitPlacement(pid, out, fromHost); perr != nil {
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+			return fail(perr)
+		}
+	}
+	if err != nil {
+		code := 126
+		if errors.Is(err, unix.ENOENT) {
+			code = 127
+		}
+		fmt.Fprintf(os.Stderr, "proctor: error: cannot run %s: %v\n", spec.Args[0], err)
+		_ = out.Encode(status{Phase: "exited", ExitCode: code})
+		return 0
+	}
+	_ = out.Encode(status{Phase: "started"})
+	_ = out.Encode(reap(pid))
+	return 0
+}
+
+// awaitPlacement waits for the command's exec stop, asks the host to place
+// it, waits for the go-ahead and lets the command run.
+func awaitPlacement(pid int, out *json.Encoder, fromHost io.Reader) error {
+	var ws syscall.WaitStatus
+	for {
+		_, err := syscall.Wait4(pid, &ws, syscall.WALL, nil)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil {
+			return &SetupError{Step: "waiting for the command to start", Err: err}
+		}
+		break
+	}
+	if !ws.Stopped() || ws.StopSignal() != syscall.SIGTRAP {
+		return &SetupError{Step: "waiting for the command to start", Err: fmt.Errorf("unexpected wait status %#x", ws)}
+	}
+	if err := out.Encode(status{Phase: "placing"}); err != nil {
+		return &SetupError{Step: "asking the host to place the command", Err: err}
+	}
+	var b [2]byte // the newline ending the spec, then the go-ahead
+	if _, err := io.ReadFull(fromHost, b[:]); err != nil || b[1] != goAhead {
+		return &SetupError{Step: "waiting for the command's cgroup", Err: fmt.Errorf("no go-ahead from the host (%v)", err)}
+	}
+	if err := syscall.PtraceDetach(pid); err != nil {
+		return &SetupError{Step: "releasing the command", Err: err}
+	}
+	return nil
+}
+
+func parseInitArgs(args []string) (specFD, statusFD int, err error) {
+	specFD, statusFD = -1, -1
+	for _, a := range args {
+		k, v, ok := strings.Cut(a, "=")
+		n, convErr := strconv.Atoi(v)
+		if !ok || convErr != nil || n < 3 {
+			return -1, -1, fmt.Errorf("bad argument %q", a)
+		}
+		switch k {
+		case specFDFlag:
+			specFD = n
+		case statusFDFlag:
+			statusFD = n
+		default:
+			return -1, -1, fmt.Errorf("unknown argument %q", a)
+		}
+	}
+	if specFD < 0 || statusFD < 0 {
+		return -1, -1, fmt.Errorf("need %s and %s", specFDFlag, statusFDFlag)
+	}
+	return specFD, statusFD, nil
+}
+
+// setupInit applies every isolation step in order. It returns the resolved
+// command path, or a non-zero shell-style exit code (127 not found, 126 not
+// executable) when the command cannot run.
+func setupInit(spec *initSpec) (string, int, error) {
+	// Placed in its cgroup by now (the host sent the spec after that): make it
+	// the root of what the tree can see of cgroups.
+	if err := unix.Unshare(unix.CLONE_NEWCGROUP); err != nil {
+		return "", 0, &SetupError{Step: "creating the cgroup namespace", Err: err}
+	}
+	b := &rootBuilder{spec: spec}
+	if err := b.build(); err != nil {
+		return "", 0, err
+	}
+	if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
+		return "", 0, &SetupError{Step: "setting the hostname", Err: err}
+	}
+	if err := loopbackUp(); err != nil {
+		return "", 0, &SetupError{Step: "bringing up lo", Err: err}
+	}
+	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
+		return "", 0, &SetupError{Step: "setting RLIMIT_CORE", Err: err}
+	}
+	if err := unix.Chdir(spec.Workdir); err != nil {
+		return "", 0, &SetupError{Step: "entering workdir " + spec.Workdir, Err: err}
+	}
+	// Not dumpable: the command cannot open /proc/1/{exe,mem,fd} of init.
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return "", 0, &SetupError{Step: "making init non-dumpable", Err: err}
+	}
+	path, code := lookPath(spec.Args[0], envValue(spec.Env, "PATH"))
+	if spec.TestHooks == nil || !spec.TestHooks.KeepCaps {
+		if err := limitCaps(capMask(commandCaps)); err != nil {
+			return "", 0, &SetupError{Step: "reducing capabilities", Err: err}
+		}
+	}
+	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+		return "", 0, &SetupError{Step: "setting no_new_privs", Err: err}
+	}
+	prog, err := seccomp.Program()
+	if err != nil {
+		return "", 0, &SetupError{Step: "building the seccomp filter", Err: err}
+	}
+	if err := seccomp.Install(prog); err != nil {
+		return "", 0, &SetupError{Step: "installing the seccomp filter", Err: err}
+	}
+	if code != 0 {
+		fmt.Fprintf(os.Stderr, "proctor: error: %s: command not found in the sandbox\n", spec.Args[0])
+	}
+	return path, code, nil
+}
+
+// lookPath finds name in pathEnv inside the sandbox, returning a shell-style
+// code when it cannot (127 not found, 126 found but not executable).
+func lookPath(name, pathEnv string) (string, int) {
+	if strings.Contains(name, "/") {
+		return name, 0
+	}
+	code := 127
+	for _, dir := range filepath.SplitList(pathEnv) {
+		if dir == "" {
+			dir = "."
+		}
+		p := filepath.Join(dir, name)
+		fi, err := os.Stat(p)
+		if err != nil || fi.IsDir() {
+			continue
+		}
+		if unix.Access(p, unix.X_OK) == nil {
+			return p, 0
+		}
+		code = 126
+	}
+	return "", code
+}
+
+func envValue(env []string, key string) string {
+	for i := len(env) - 1; i >= 0; i-- {
+		if k, v, ok := strings.Cut(env[i], "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
+// loopbackUp brings lo up in the new network namespace: the only interface.
+func loopbackUp() error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	ifr, err := unix.NewIfreq("lo")
+	if err != nil {
+		return err
+	}
+	if err := unix.IoctlIfreq(fd, unix.SIOCGIFFLAGS, ifr); err != nil {
+		return err
+	}
+	ifr.SetUint16(ifr.Uint16() | unix.IFF_UP)
+	return unix.IoctlIfreq(fd, unix.SIOCSIFFLAGS, ifr)
+}
+
+// reap waits for every process init inherits until the command ends, then
+// kills all that is left in the pid namespace and reaps it too. Resource use is
+// summed (CPU) or maxed (RSS) over everything reaped.
+func reap(cmd int) status {
+	st := status{Phase: "exited"}
+	done := false
+	for {
+		if done {
+			// Again on every round: a process caught mid-fork by the first
+			// kill can leave a child behind.
+			_ = syscall.Kill(-1, syscall.SIGKILL)
+		}
+		var ws syscall.WaitStatus
+		var ru syscall.Rusage
+		pid, err := syscall.Wait4(-1, &ws, 0, &ru)
+		if errors.Is(err, syscall.EINTR) {
+			continue
+		}
+		if err != nil { // ECHILD: nothing is left
+			break
+		}
+		st.UserUS += ru.Utime.Sec*1e6 + ru.Utime.Usec
+		st.SysUS += ru.Stime.Sec*1e6 + ru.Stime.Usec
+		st.MaxRSSKB = max(st.MaxRSSKB, ru.Maxrss)
+		if pid != cmd {
+			continue
+		}
+		switch {
+		case ws.Exited():
+			st.ExitCode = ws.ExitStatus()
+		case ws.Signaled():
+			st.Signal = int(ws.Signal())
+			st.ExitCode = 128 + st.Signal
+		}
+		// The command is done: nothing else may outlive it.
+		done = true
+	}
+	return st
+}

@@ -1,0 +1,549 @@
+package sandbox
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// lines turns attacker output into a map of "key rest".
+func facts(lines []string) map[string]string {
+	m := map[string]string{}
+	for _, l := range lines {
+		k, v, _ := strings.Cut(l, " ")
+		m[k] = v
+	}
+	return m
+}
+
+// Property 1: own namespaces of every kind.
+func TestOwnNamespaces(t *testing.T) {
+	requireRoot(t)
+	inside := facts(attack(t, "ns"))
+	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"} {
+		host, err := os.Readlink("/proc/self/ns/" + ns)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if inside[ns] == "" || inside[ns] == host {
+			t.Errorf("%s namespace inside = %q, host = %q: want a new one", ns, inside[ns], host)
+		}
+	}
+	if inside["hostname"] != "proctor" {
+		t.Errorf("hostname inside = %q, want proctor", inside["hostname"])
+	}
+}
+
+// Property 1: pivot_root with the old root detached, only the mounts we made,
+// all private.
+func TestMountTree(t *testing.T) {
+	requireRoot(t)
+	secretDir := worldReadableDir(t)
+	secret := filepath.Join(secretDir, "secret")
+	if err := os.WriteFile(secret, []byte("hidden"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	allowed := map[string]bool{"/": true, "/attacker": true, "/proc": true, "/dev": true, "/tmp": true, "/dev/pts": true, "/dev/shm": true}
+	for _, d := range HostDirs {
+		allowed[d] = true
+	}
+	for _, n := range devNodes {
+		allowed["/dev/"+n] = true
+	}
+	for _, line := range attack(t, "mounts") {
+		f := strings.Fields(line)
+		mp, fstype, opts, prop := f[0], f[1], f[2], f[3]
+		if prop != "private" {
+			t.Errorf("mount %s has propagation %q: want private", mp, prop)
+		}
+		switch {
+		case mp == "/":
+			if fstype != "tmpfs" || !strings.Contains(opts, "ro") {
+				t.Errorf("root is %s %s: want a read-only tmpfs", fstype, opts)
+			}
+		case strings.HasPrefix(mp, "/proc/"), strings.HasPrefix(mp, "/etc/"):
+			// masks over /proc and host secrets
+		case strings.HasPrefix(mp, "/usr/"), strings.HasPrefix(mp, "/lib/"):
+			// submounts of the host's own directories, carried read-only
+		case !allowed[mp]:
+			t.Errorf("unexpected mount %s (%s): the host's tree leaks in", mp, fstype)
+		}
+		if (mp == "/usr" || mp == "/etc" || mp == "/attacker") && !strings.HasPrefix(opts, "ro") {
+			t.Errorf("%s mounted %s: want read-only", mp, opts)
+		}
+		if !strings.Contains(opts, "nosuid") && mp != "/dev/null" && !strings.HasPrefix(mp, "/dev/") && mp != "/proc" {
+			t.Errorf("%s mounted %s: want nosuid", mp, opts)
+		}
+	}
+	st := facts(attack(t, "stat", secret, "/sys", "/home", "/root", "/var", "/etc/passwd", "/usr/bin"))
+	for p, want := range map[string]string{secret: "ENOENT", "/sys": "ENOENT", "/home": "ENOENT", "/var": "ENOENT", "/etc/passwd": "ok", "/usr/bin": "ok"} {
+		if st[p] != want {
+			t.Errorf("stat %s inside = %s, want %s", p, st[p], want)
+		}
+	}
+}
+
+// Property 1: a fresh /proc that shows only the sandbox's processes.
+func TestFreshProc(t *testing.T) {
+	requireRoot(t)
+	for _, name := range attack(t, "ls", "/proc") {
+		pid, err := strconv.Atoi(name)
+		if err != nil {
+			continue
+		}
+		if pid > 10 {
+			t.Errorf("/proc inside lists pid %d: the host's processes are visible", pid)
+		}
+	}
+	r := facts(attack(t, "read", "/proc/kcore", "/proc/keys", "/proc/sysrq-trigger", "/proc/self/status"))
+	if r["/proc/self/status"] != "ok" {
+		t.Errorf("/proc/self/status unreadable: %s", r["/proc/self/status"])
+	}
+	res, _, _ := runSpec(t, Spec{Rootfs: RootfsHost, Args: []string{"sh", "-c", "echo 1 > /proc/sys/kernel/hostname"}})
+	if res.ExitCode == 0 {
+		t.Error("writing /proc/sys succeeded: want it read-only")
+	}
+}
+
+// Property 1: a minimal /dev with no devices beyond the five.
+func TestMinimalDev(t *testing.T) {
+	requireRoot(t)
+	got := attack(t, "ls", "/dev")
+	want := []string{"fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout", "urandom", "zero"}
+	slices.Sort(got)
+	if !slices.Equal(got, want) {
+		t.Errorf("/dev inside = %v, want %v", got, want)
+	}
+	st := facts(attack(t, "stat", "/dev/vsock", "/dev/kmsg", "/dev/mem", "/dev/vda", "/dev/tty", "/dev/console"))
+	for p, v := range st {
+		if v != "ENOENT" {
+			t.Errorf("%s inside: %s, want ENOENT", p, v)
+		}
+	}
+}
+
+// Property 2: only lo, up; nothing on the host reachable.
+func TestNoNetwork(t *testing.T) {
+	requireRoot(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+	abstract := fmt.Sprintf("proctor-test-%d", os.Getpid())
+	ul, err := net.Listen("unix", "@"+abstract)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ul.Close()
+	targets := []string{l.Addr().String()}
+	// Every address of the host, beyond loopback.
+	addrs, _ := net.InterfaceAddrs()
+	for _, a := range addrs {
+		if ipn, ok := a.(*net.IPNet); ok && !ipn.IP.IsLoopback() && ipn.IP.To4() != nil {
+			targets = append(targets, net.JoinHostPort(ipn.IP.String(), strconv.Itoa(l.Addr().(*net.TCPAddr).Port)))
+		}
+	}
+	// A control: the host itself can reach the listener.
+	if c, err := net.Dial("tcp", l.Addr().String()); err != nil {
+		t.Fatalf("control dial from the host failed: %v", err)
+	} else {
+		c.Close()
+	}
+	out := attack(t, "net", strings.Join(targets, ","), abstract)
+	var ifs []string
+	for _, line := range out {
+		f := strings.Fields(line)
+		switch f[0] {
+		case "if":
+			ifs = append(ifs, f[1]+" "+f[2])
+		case "tcp":
+			if f[2] == "connected" {
+				t.Errorf("sandbox reached host address %s", f[1])
+			}
+		case "abstract":
+			if f[1] == "connected" {
+				t.Errorf("sandbox reached the host's abstract unix socket @%s", abstract)
+			}
+		case "lo-self":
+			if f[1] != "connected" {
+				t.Errorf("loopback inside the sandbox does not work: %s", f[1])
+			}
+		}
+	}
+	if !slices.Equal(ifs, []string{"lo up=true"}) {
+		t.Errorf("interfaces inside = %v, want only lo, up", ifs)
+	}
+}
+
+// Property 3: the seccomp filter refuses what it must; each probe would
+// succeed or fail differently without the filter.
+func TestSeccompRefuses(t *testing.T) {
+	requireRoot(t)
+	got := facts(attack(t, "syscalls"))
+	want := map[string]string{
+		"unshare-user": "EPERM", "clone-newuser": "EPERM", "clone3": "ENOSYS",
+		"io_uring_setup": "EPERM", "keyctl": "EPERM", "add_key": "EPERM", "userfaultfd": "EPERM",
+		"perf_event_open": "EPERM", "name_to_handle_at": "EPERM", "kcmp": "EPERM", "pidfd_getfd": "EPERM",
+		"socket-vsock": "EPERM", "socket-alg": "EPERM", "socket-vsock-highbits": "EPERM",
+		"socket-inet": "ok", "tiocsctty": "ok", "tiocsti": "EPERM", "tiocsti-highbits": "EPERM",
+		"tioclinux": "EPERM", "tcgets": "ok", "seccomp-mode": "2",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s inside: %q, want %q", k, got[k], v)
+		}
+	}
+}
+
+// Property 3: with capabilities kept (a test hook), the filter alone must
+// still refuse the mount family and namespace changes.
+func TestSeccompRefusesMountsEvenWithCaps(t *testing.T) {
+	requireRoot(t)
+	spec := attackSpec(t, "mountsys")
+	if err := spec.validate(); err != nil {
+		t.Fatal(err)
+	}
+	is, err := spec.initSpec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	is.TestHooks = &testHooks{KeepCaps: true}
+	var out bytes.Buffer
+	spec.Stdout, spec.Stderr = &out, os.Stderr
+	res, err := run(context.Background(), &spec, is)
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("run: %v %+v\n%s", err, res, out.String())
+	}
+	got := facts(strings.Split(strings.TrimSpace(out.String()), "\n"))
+	for _, k := range []string{"mount", "umount2", "fsopen", "open_tree", "unshare-mnt", "setns"} {
+		if got[k] != "EPERM" {
+			t.Errorf("%s with capabilities kept: %q, want EPERM from the filter", k, got[k])
+		}
+	}
+	if got["sethostname-allowed"] != "ok" {
+		t.Errorf("control: sethostname with capabilities kept = %q, want ok (else this test proves nothing)", got["sethostname-allowed"])
+	}
+}
+
+// Property 3: foreign ABIs are killed.
+func TestSeccompKillsForeignABI(t *testing.T) {
+	requireRoot(t)
+	if !isAMD64 {
+		t.Skip("x32 and i386 ABIs exist on amd64 only")
+	}
+	res, out, _ := runSpec(t, attackSpec(t, "x32"))
+	if res.Signal != int(syscall.SIGSYS) {
+		t.Errorf("x32 syscall: signal %d, output %q; want death by SIGSYS", res.Signal, out)
+	}
+	dir := worldReadableDir(t)
+	elf := filepath.Join(dir, "int80")
+	if err := os.WriteFile(elf, int80ELF(), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	res, _, _ = runSpec(t, Spec{Rootfs: RootfsHost, Binds: []Bind{{Src: elf, Dst: "/int80"}}, Args: []string{"/int80"}})
+	if res.Signal != int(syscall.SIGSYS) {
+		t.Errorf("i386 syscall through int 0x80: exit %d signal %d, want death by SIGSYS", res.ExitCode, res.Signal)
+	}
+	// Control: the same program outside the sandbox exits 0, so the kernel
+	// does run i386 syscalls and the SIGSYS above is the filter's doing.
+	if err := execNoSandbox(elf); err != nil {
+		t.Errorf("control run of int80 outside the sandbox: %v", err)
+	}
+}
+
+// int80ELF is a minimal static x86-64 ELF that calls getpid through the i386
+// entry (int 0x80) and then exits 0 through the native one.
+func int80ELF() []byte {
+	code := []byte{
+		0xb8, 0x14, 0x00, 0x00, 0x00, // mov eax, 20 (i386 getpid)
+		0xcd, 0x80, // int 0x80
+		0xb8, 0x3c, 0x00, 0x00, 0x00, // mov eax, 60 (exit)
+		0x31, 0xff, // xor edi, edi
+		0x0f, 0x05, // syscall
+	}
+	const base, hdr = 0x400000, 64 + 56
+	var b bytes.Buffer
+	le := binary.LittleEndian
+	b.Write([]byte{0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0})
+	binary.Write(&b, le, uint16(2))        // ET_EXEC
+	binary.Write(&b, le, uint16(0x3e))     // EM_X86_64
+	binary.Write(&b, le, uint32(1))        // version
+	binary.Write(&b, le, uint64(base+hdr)) // entry
+	binary.Write(&b, le, uint64(64))       // phoff
+	binary.Write(&b, le, uint64(0))        // shoff
+	binary.Write(&b, le, uint32(0))        // flags
+	binary.Write(&b, le, []uint16{64, 56, 1, 64, 0, 0})
+	binary.Write(&b, le, []uint32{1, 5}) // PT_LOAD, R+X
+	binary.Write(&b, le, []uint64{0, base, base, uint64(hdr + len(code)), uint64(hdr + len(code)), 0x1000})
+	b.Write(code)
+	return b.Bytes()
+}
+
+// Property 4: root inside is an unprivileged host id; no_new_privs; at most
+// Docker's capabilities; no supplementary groups.
+func TestPrivileges(t *testing.T) {
+	requireRoot(t)
+	got := facts(attack(t, "ids"))
+	wantMap := fmt.Sprintf("0 %d %d", IDMapBase, IDMapSize)
+	if got["/proc/self/uid_map"] != wantMap || got["/proc/self/gid_map"] != wantMap {
+		t.Errorf("id maps inside: uid %q gid %q, want %q", got["/proc/self/uid_map"], got["/proc/self/gid_map"], wantMap)
+	}
+	if got["Groups"] != "" {
+		t.Errorf("supplementary groups inside: %q, want none (host groups would grant access)", got["Groups"])
+	}
+	if got["NoNewPrivs"] != "1" {
+		t.Errorf("NoNewPrivs = %q, want 1", got["NoNewPrivs"])
+	}
+	want := fmt.Sprintf("%016x", capMask(commandCaps))
+	for _, k := range []string{"CapPrm", "CapEff", "CapBnd", "CapInh"} {
+		if got[k] != want {
+			t.Errorf("%s = %s, want %s (Docker's default set)", k, got[k], want)
+		}
+	}
+	if got["CapAmb"] != "0000000000000000" {
+		t.Errorf("CapAmb = %s, want none", got["CapAmb"])
+	}
+	for _, c := range []uint{unix.CAP_SYS_ADMIN, unix.CAP_NET_ADMIN, unix.CAP_SYS_PTRACE, unix.CAP_SYS_MODULE, unix.CAP_DAC_READ_SEARCH, unix.CAP_SYS_RAWIO, unix.CAP_BPF, unix.CAP_PERFMON} {
+		if capMask(commandCaps)&(1<<c) != 0 {
+			t.Errorf("capability %d is in the command's set", c)
+		}
+	}
+}
+
+// Property 4: host files are not reachable through ownership: a root-owned
+// 0600 file bound in read-only cannot be read by root inside.
+func TestHostFilesNotReachableThroughOwnership(t *testing.T) {
+	requireRoot(t)
+	dir := worldReadableDir(t)
+	for name, mode := range map[string]os.FileMode{"owner-only": 0o600, "group-only": 0o660, "world": 0o644} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte("host secret"), mode); err != nil {
+			t.Fatal(err)
+		}
+		os.Chmod(filepath.Join(dir, name), mode)
+	}
+	spec := attackSpec(t, "read", "/host/owner-only", "/host/group-only", "/host/world")
+	spec.Binds = append(spec.Binds, Bind{Src: dir, Dst: "/host", Writable: true})
+	res, out, errOut := runSpec(t, spec)
+	if res.ExitCode != 0 {
+		t.Fatalf("attacker failed: %s %s", out, errOut)
+	}
+	got := facts(strings.Split(strings.TrimSpace(out), "\n"))
+	if got["/host/owner-only"] != "EACCES" || got["/host/group-only"] != "EACCES" {
+		t.Errorf("root inside read host-root-owned private files: %v", got)
+	}
+	if got["/host/world"] != "ok" {
+		t.Errorf("control: world-readable file: %s, want ok", got["/host/world"])
+	}
+}
+
+// Property 4: a setuid-root binary gains nothing.
+func TestSetuidGainsNothing(t *testing.T) {
+	requireRoot(t)
+	dir := worldReadableDir(t)
+	self, _ := os.Executable()
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	suid := filepath.Join(dir, "suid")
+	if err := os.WriteFile(suid, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	// Owned by the id that is root inside, setuid.
+	if err := os.Chown(suid, IDMapBase, IDMapBase); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(suid, 0o4755|os.ModeSetuid); err != nil {
+		t.Fatal(err)
+	}
+	spec := attackSpec(t, "setuid", "/suid/suid")
+	spec.Binds = append(spec.Binds, Bind{Src: dir, Dst: "/suid"})
+	res, out, errOut := runSpec(t, spec)
+	if res.ExitCode != 0 {
+		t.Fatalf("attacker failed: %s %s", out, errOut)
+	}
+	if got := facts(strings.Split(strings.TrimSpace(out), "\n"))["euid-after-setuid-exec"]; got != "1000" {
+		t.Errorf("euid after exec of a setuid-root binary = %q, want 1000", got)
+	}
+}
+
+// Property 5: cleared environment, only fds 0-2, new session, no terminal.
+func TestCleanProcessState(t *testing.T) {
+	requireRoot(t)
+	t.Setenv("PROCTOR_TEST_SECRET", "leaked")
+	// A descriptor deliberately left inheritable.
+	fd, err := syscall.Open("/etc/hostname", syscall.O_RDONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Close(fd)
+	spec := attackSpec(t, "env")
+	spec.Env = []string{"FOO=bar"}
+	res, out, _ := runSpec(t, spec)
+	if res.ExitCode != 0 {
+		t.Fatal(out)
+	}
+	env := strings.Split(strings.TrimSpace(out), "\n")
+	want := []string{"FOO=bar", "HOME=/root", "PATH=" + DefaultPath}
+	if !slices.Equal(env, want) {
+		t.Errorf("environment inside = %v, want %v", env, want)
+	}
+	got := facts(attack(t, "fds"))
+	if got["fds"] != "0,1,2" {
+		t.Errorf("open fds inside = %s, want 0,1,2", got["fds"])
+	}
+	if got["session-leader"] != "true" || got["tty_nr"] != "0" || got["dev-tty"] == "ok" {
+		t.Errorf("session/terminal inside: %v, want a new session with no controlling terminal", got)
+	}
+}
+
+// Property 5: the proctor binary cannot be opened for writing from inside.
+func TestBinaryNotWritable(t *testing.T) {
+	requireRoot(t)
+	self, _ := os.Executable()
+	before := fileDigest(t, self)
+	got := facts(attack(t, "exe"))
+	for _, k := range []string{"write-proc1-exe", "reopen-write", "read-proc1-environ", "open-proc1-mem"} {
+		if v, ok := got[k]; ok && v == "ok" {
+			t.Errorf("%s succeeded inside: init's binary or memory is reachable", k)
+		}
+	}
+	if got["write-proc1-exe"] == "" {
+		t.Errorf("attack did not run: %v", got)
+	}
+	if fileDigest(t, self) != before {
+		t.Fatal("the proctor binary changed")
+	}
+}
+
+func fileDigest(t *testing.T, p string) [32]byte {
+	t.Helper()
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return [32]byte(h.Sum(nil))
+}
+
+// Property 8: fail closed. A mount that cannot be made stops the run.
+func TestFailClosed(t *testing.T) {
+	requireRoot(t)
+	dir := worldReadableDir(t)
+	cases := []struct {
+		name string
+		mod  func(*Spec)
+	}{
+		{"bind under the read-only root", func(s *Spec) { s.Binds = []Bind{{Src: dir, Dst: "/usr/proctor-does-not-exist"}} }},
+		{"tmpfs under the read-only root", func(s *Spec) { s.Tmpfs = []Tmpfs{{Dst: "/etc/proctor-nope"}} }},
+		{"missing workdir", func(s *Spec) { s.Workdir = "/no/such/dir" }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			spec := Spec{Rootfs: RootfsHost, Args: []string{"true"}}
+			tc.mod(&spec)
+			res, err := Run(context.Background(), spec)
+			var se *SetupError
+			if !errors.As(err, &se) {
+				t.Fatalf("Run = %+v, %v; want a *SetupError", res, err)
+			}
+		})
+	}
+}
+
+// Bad input never starts anything and names the field.
+func TestSpecErrors(t *testing.T) {
+	cases := []struct {
+		field string
+		spec  Spec
+	}{
+		{"command", Spec{Rootfs: RootfsHost}},
+		{"rootfs", Spec{Rootfs: "/no/such/rootfs", Args: []string{"true"}}},
+		{"rootfs", Spec{Rootfs: "relative", Args: []string{"true"}}},
+		{"bind", Spec{Rootfs: RootfsHost, Args: []string{"true"}, Binds: []Bind{{Src: "/no/such/src", Dst: "/x"}}}},
+		{"bind", Spec{Rootfs: RootfsHost, Args: []string{"true"}, Binds: []Bind{{Src: "/etc", Dst: "relative"}}}},
+		{"bind", Spec{Rootfs: RootfsHost, Args: []string{"true"}, Binds: []Bind{{Src: "/etc", Dst: "/a/../b"}}}},
+		{"tmpfs", Spec{Rootfs: RootfsHost, Args: []string{"true"}, Tmpfs: []Tmpfs{{Dst: "/"}}}},
+		{"workdir", Spec{Rootfs: RootfsHost, Args: []string{"true"}, Workdir: "rel"}},
+		{"env", Spec{Rootfs: RootfsHost, Args: []string{"true"}, Env: []string{"NOEQUALS"}}},
+		{"memory", Spec{Rootfs: RootfsHost, Args: []string{"true"}, Limits: Limits{MemoryBytes: -1}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.field, func(t *testing.T) {
+			_, err := Run(context.Background(), tc.spec)
+			var se *SpecError
+			if !errors.As(err, &se) || se.Field != tc.field {
+				t.Fatalf("Run = %v; want a *SpecError on %s", err, tc.field)
+			}
+		})
+	}
+}
+
+// A directory rootfs is used as / read-only, and its symlinks cannot lead a
+// bind destination out of it.
+func TestDirectoryRootfs(t *testing.T) {
+	requireRoot(t)
+	root := busyboxRootfs(t)
+	// A hostile symlink in the rootfs pointing at the host.
+	if err := os.Symlink("/../../../../etc", filepath.Join(root, "escape")); err != nil {
+		t.Fatal(err)
+	}
+	res, out, errOut := runSpec(t, Spec{Rootfs: root, Args: []string{"sh", "-c", "id -u; cat /etc/passwd; touch /newfile 2>&1 || echo ro-ok; touch /tmp/x && echo tmp-ok"}})
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s %s", res.ExitCode, out, errOut)
+	}
+	for _, want := range []string{"0\n", "root:x:0:0", "ro-ok", "tmp-ok"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output %q lacks %q", out, want)
+		}
+	}
+	// A bind through the symlink lands inside the rootfs's tmpfs root, never
+	// on the host's /etc.
+	src := worldReadableDir(t)
+	_, err := Run(context.Background(), Spec{Rootfs: root, Binds: []Bind{{Src: src, Dst: "/escape/proctor-bind"}}, Args: []string{"true"}})
+	if _, serr := os.Stat("/etc/proctor-bind"); serr == nil {
+		os.Remove("/etc/proctor-bind")
+		t.Fatal("a bind through a rootfs symlink created /etc/proctor-bind on the host")
+	}
+	var se *SetupError
+	if !errors.As(err, &se) {
+		t.Errorf("bind onto a missing path under the read-only rootfs /etc: %v, want a *SetupError", err)
+	}
+}
+
+const isAMD64 = runtime.GOARCH == "amd64"
+
+// execNoSandbox runs path directly and reports how it ended.
+func execNoSandbox(path string) error {
+	return exec.Command(path).Run()
+}

@@ -1,0 +1,221 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// initProcess is a started init, owned by Run. kill is safe from any
+// goroutine at any time, also after init was reaped.
+type initProcess struct {
+	pid   int
+	pidfd int // -1 when the kernel has no pidfd_open
+
+	mu     sync.Mutex // guards reaped, for the kill(2) fallback
+	reaped bool
+
+	done    chan struct{} // closed once init is reaped; then the fields below are set
+	ws      syscall.WaitStatus
+	rusage  syscall.Rusage
+	waitErr error
+}
+
+// startInit starts init in new namespaces with files as its descriptors 0,
+// 1, 2, … and returns once it runs. It is started, waited for and reaped on one
+// locked OS thread: the parent-death signal fires when the thread that
+// started a child exits.
+func startInit(exe string, files []*os.File) (*initProcess, error) {
+	fds := make([]uintptr, len(files))
+	for i, f := range files {
+		fds[i] = f.Fd()
+	}
+	uidMap, gidMap, setgroups := idMaps()
+	attr := &syscall.ProcAttr{
+		Dir:   "/",
+		Env:   []string{"GOGC=off"}, // init allocates little and lives briefly
+		Files: fds,
+		Sys: &syscall.SysProcAttr{
+			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+				syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+			UidMappings:                uidMap,
+			GidMappings:                gidMap,
+			GidMappingsEnableSetgroups: setgroups,
+			Credential:                 &syscall.Credential{Uid: 0, Gid: 0, NoSetGroups: !setgroups},
+			Setsid:                     true,
+			Pdeathsig:                  syscall.SIGKILL,
+		},
+	}
+	args := []string{"proctor", InitCommand, fmt.Sprintf("%s=3", specFDFlag), fmt.Sprintf("%s=4", statusFDFlag)}
+
+	p := &initProcess{pidfd: -1, done: make(chan struct{})}
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, after the reap
+		pid, err := syscall.ForkExec(exe, args, attr)
+		if err != nil {
+			started <- err
+			return
+		}
+		p.pid = pid
+		// Not yet reaped, so the pid is still ours: a pidfd makes every
+		// later kill race-free.
+		if fd, err := unix.PidfdOpen(pid, unix.PIDFD_NONBLOCK); err == nil {
+			p.pidfd = fd
+		}
+		started <- nil
+		for {
+			_, err := syscall.Wait4(pid, &p.ws, 0, &p.rusage)
+			if !errors.Is(err, syscall.EINTR) {
+				p.waitErr = err
+				break
+			}
+		}
+		p.mu.Lock()
+		p.reaped = true
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	if err := <-started; err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+// kill sends SIGKILL to init; the kernel then kills every process of its pid
+// namespace.
+func (p *initProcess) kill() {
+	if p.pidfd >= 0 {
+		_ = unix.PidfdSendSignal(p.pidfd, unix.SIGKILL, nil, 0)
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.reaped {
+		_ = syscall.Kill(p.pid, syscall.SIGKILL)
+	}
+}
+
+// stdio holds init's standard descriptors: the child's ends, handed over at
+// start, and the copiers on the host's ends.
+type stdio struct {
+	in, out, err *os.File // the child's ends
+	copiers      sync.WaitGroup
+	closeOnce    sync.Once
+}
+
+// newStdio makes init's stdin (empty, or a pipe fed from spec.Stdin, never the
+// caller's own descriptor) and its stdout and stderr pipes, copied to
+// spec.Stdout and spec.Stderr under out's cap.
+func newStdio(spec *Spec, out *cappedOutput) (*stdio, error) {
+	s := &stdio{}
+	fail := func(err error) (*stdio, error) {
+		s.closeChildEnds()
+		return nil, &SetupError{Step: "creating the sandbox's standard streams", Err: err}
+	}
+	if spec.Stdin == nil {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return fail(err)
+		}
+		s.in = f
+	} else {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		s.in = r
+		// The copier may outlive the run if Stdin never ends.
+		go func() {
+			_, _ = io.Copy(w, spec.Stdin)
+			w.Close()
+		}()
+	}
+	for _, st := range []struct {
+		child *(*os.File)
+		dst   io.Writer
+	}{{&s.out, spec.Stdout}, {&s.err, spec.Stderr}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return fail(err)
+		}
+		*st.child = w
+		dst := out.writer(st.dst)
+		s.copiers.Add(1)
+		go func() {
+			defer s.copiers.Done()
+			defer r.Close()
+			_, _ = io.Copy(dst, r)
+		}()
+	}
+	return s, nil
+}
+
+// closeChildEnds closes the host's copies of the child's ends, so the
+// copiers see end-of-file when the sandbox is gone.
+func (s *stdio) closeChildEnds() {
+	s.closeOnce.Do(func() {
+		for _, f := range []*os.File{s.in, s.out, s.err} {
+			if f != nil {
+				f.Close()
+			}
+		}
+	})
+}
+
+// wait returns when both output streams are drained.
+func (s *stdio) wait() { s.copiers.Wait() }
+
+// childrenOf lists the host pids of pid's children: from
+// /proc/PID/task/*/children where the kernel has it, else by scanning /proc.
+func childrenOf(pid int) ([]int, error) {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return nil, err
+	}
+	var kids []int
+	found := false
+	for _, t := range tasks {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%s/children", pid, t.Name()))
+		if err != nil {
+			continue
+		}
+		found = true
+		for _, f := range strings.Fields(string(b)) {
+			if n, err := strconv.Atoi(f); err == nil {
+				kids = append(kids, n)
+			}
+		}
+	}
+	if found {
+		return kids, nil
+	}
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range procs {
+		n, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + d.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid …: comm may hold spaces and parentheses.
+		rest := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+		if len(rest) > 1 && rest[1] == strconv.Itoa(pid) {
+			kids = append(kids, n)
+		}
+	}
+	return kids, nil
+}

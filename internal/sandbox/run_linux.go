@@ -1,0 +1,412 @@
+package sandbox
+
+import (
+	"bufio"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/proctor-sandbox/proctor/internal/cgroup"
+)
+
+// Host id range that root inside the sandbox maps to when Proctor runs as root:
+// ids IDMapBase … IDMapBase+IDMapSize-1 on the host own nothing, so no host file
+// is reachable through ownership.
+const (
+	IDMapBase = 1 << 30
+	IDMapSize = 65536
+)
+
+// Run runs spec's command in a new sandbox and waits for the whole tree to end.
+// A *SpecError or *SetupError means the command never ran and nothing is left
+// behind. A nil error means the Result describes the command's end.
+func Run(ctx context.Context, spec Spec) (*Result, error) {
+	if err := spec.validate(); err != nil {
+		return nil, err
+	}
+	is, err := spec.initSpec()
+	if err != nil {
+		return nil, err
+	}
+	return run(ctx, &spec, is)
+}
+
+// initSpec turns a validated Spec into what init needs.
+func (s *Spec) initSpec() (*initSpec, error) {
+	is := &initSpec{
+		Tmpfs:    s.Tmpfs,
+		Masks:    slices.Clone(s.Masks),
+		Workdir:  s.Workdir,
+		Hostname: s.Hostname,
+		Args:     s.Args,
+		Env:      append([]string{"PATH=" + DefaultPath, "HOME=/root"}, s.Env...),
+	}
+	if is.Workdir == "" {
+		is.Workdir = "/"
+	}
+	if is.Hostname == "" {
+		is.Hostname = "proctor"
+	}
+	if s.Rootfs == RootfsHost {
+		for _, m := range HostMasks {
+			matches, err := filepath.Glob(m)
+			if err != nil {
+				return nil, &SpecError{Field: "mask", Value: m, Err: err}
+			}
+			is.Masks = append(is.Masks, matches...)
+		}
+	}
+	return is, nil
+}
+
+// idMaps returns the user and group id maps for the new user namespace: a
+// 65,536-id unprivileged range as root, the caller's own id otherwise.
+func idMaps() (uid, gid []syscall.SysProcIDMap, setgroups bool) {
+	if os.Geteuid() == 0 {
+		m := []syscall.SysProcIDMap{{ContainerID: 0, HostID: IDMapBase, Size: IDMapSize}}
+		return m, m, true
+	}
+	return []syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Geteuid(), Size: 1}},
+		[]syscall.SysProcIDMap{{ContainerID: 0, HostID: os.Getegid(), Size: 1}}, false
+}
+
+func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error) {
+	res = &Result{Degraded: []string{}, LimitsHit: []Limit{}}
+
+	var cg *cgroup.Group
+	if l := spec.Limits; l.MemoryBytes > 0 || l.Pids > 0 || l.CPUs > 0 {
+		cg, err = newCgroup(spec, res)
+		if err != nil {
+			return nil, err
+		}
+		if cg != nil {
+			defer func() {
+				if derr := cg.Destroy(); derr != nil && err == nil {
+					err = &SetupError{Step: "removing the cgroup", Err: derr}
+				}
+			}()
+			res.Cgroup = map[cgroup.Version]string{cgroup.V1: "v1", cgroup.V2: "v2"}[cg.Version()]
+		}
+	}
+	is.PlaceCommand = cg != nil
+
+	mounts, err := collectSources(spec, is)
+	if err != nil {
+		return nil, err
+	}
+	defer closeAll(mounts)
+
+	exe, closeExe, err := initBinary()
+	if err != nil {
+		return nil, err
+	}
+	defer closeExe()
+
+	// The spec goes into its pipe before init starts, and with it the go-ahead
+	// unless init must first be placed in a cgroup.
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return nil, &SetupError{Step: "creating the spec pipe", Err: err}
+	}
+	defer specR.Close()
+	defer specW.Close()
+	specBytes, err := json.Marshal(is)
+	if err != nil {
+		return nil, &SetupError{Step: "encoding the spec", Err: err}
+	}
+	specBytes = append(specBytes, '\n')
+	specSent := make(chan error, 1)
+	go func() {
+		_, err := specW.Write(specBytes)
+		specSent <- err
+	}()
+
+	statusR, statusW, err := os.Pipe()
+	if err != nil {
+		return nil, &SetupError{Step: "creating the status pipe", Err: err}
+	}
+	defer statusR.Close()
+	defer statusW.Close()
+
+	out := &cappedOutput{limit: spec.Limits.OutputBytes}
+	stdio, err := newStdio(spec, out)
+	if err != nil {
+		return nil, err
+	}
+	defer stdio.closeChildEnds()
+
+	files := append([]*os.File{stdio.in, stdio.out, stdio.err, specR, statusW}, mounts...)
+	begin := time.Now()
+	p, err := startInit(exe, files)
+	if err != nil {
+		return nil, &SetupError{Step: "starting the sandbox", Err: err,
+			Hint: "run `proctor probe` to see which kernel features are missing"}
+	}
+	out.onLimit = p.kill
+	stdio.closeChildEnds()
+	specR.Close()
+	statusW.Close()
+	closeAll(mounts)
+
+	setupDone := false
+	defer func() {
+		if !setupDone {
+			p.kill()
+			<-p.done
+			stdio.wait()
+		}
+	}()
+
+	msgs := bufio.NewScanner(statusR)
+	msgs.Buffer(make([]byte, 64<<10), 1<<20)
+	first, err := readStatus(msgs)
+	if err == nil && first.Phase == "placing" && cg != nil {
+		if err := placeCommand(p.pid, cg); err != nil {
+			return nil, err
+		}
+		if _, err := specW.Write([]byte{goAhead}); err != nil {
+			return nil, &SetupError{Step: "releasing the command", Err: err}
+		}
+		first, err = readStatus(msgs)
+	}
+	if err != nil {
+		if serr := <-specSent; serr != nil {
+			err = serr
+		}
+		return nil, &SetupError{Step: "setting up the sandbox", Err: err}
+	}
+	switch first.Phase {
+	case "error":
+		return nil, &SetupError{Step: first.Step, Err: errors.New(first.Error), Hint: first.Hint}
+	case "started", "exited":
+	default:
+		return nil, &SetupError{Step: "setting up the sandbox", Err: fmt.Errorf("%w: unexpected phase %q", ErrInitProtocol, first.Phase)}
+	}
+	setupDone = true
+	kill := p.kill
+
+	var timedOut atomic.Bool
+	if d := spec.Limits.Timeout; d > 0 {
+		t := time.AfterFunc(d-time.Since(begin), func() { timedOut.Store(true); kill() })
+		defer t.Stop()
+	}
+	stopCtx := context.AfterFunc(ctx, kill)
+	defer stopCtx()
+
+	final := first
+	if first.Phase == "started" {
+		final, err = readStatus(msgs)
+		if err != nil {
+			final = nil // init was killed: timeout, output cap, OOM or the caller
+		}
+	}
+	<-p.done
+	res.WallMS = time.Since(begin).Milliseconds()
+	stdio.wait()
+	res.OutputBytes = out.total.Load()
+	if out.limit > 0 {
+		res.OutputBytes = min(res.OutputBytes, out.limit)
+	}
+
+	if final != nil {
+		res.ExitCode, res.Signal = final.ExitCode, final.Signal
+		res.UserMS, res.SysMS = final.UserUS/1000, final.SysUS/1000
+		res.MaxRSSBytes = final.MaxRSSKB * 1024
+	} else {
+		// The whole tree died with init: report it as killed by SIGKILL.
+		res.Signal = int(syscall.SIGKILL)
+		res.ExitCode = 128 + res.Signal
+		if p.waitErr != nil {
+			return nil, fmt.Errorf("waiting for the sandbox: %w", p.waitErr)
+		}
+		ru := &p.rusage
+		res.UserMS = (ru.Utime.Sec*1e6 + ru.Utime.Usec) / 1000
+		res.SysMS = (ru.Stime.Sec*1e6 + ru.Stime.Usec) / 1000
+		res.MaxRSSBytes = ru.Maxrss * 1024
+	}
+
+	var stats cgroup.Stats
+	if cg != nil {
+		stats, err = cg.Stats()
+		if err != nil {
+			return nil, &SetupError{Step: "reading cgroup statistics", Err: err}
+		}
+		res.MemoryPeakBytes = stats.MemoryPeakBytes
+	}
+	for _, hit := range []struct {
+		yes   bool
+		limit Limit
+	}{
+		{timedOut.Load(), LimitTimeout},
+		{out.exceeded.Load(), LimitOutput},
+		{stats.OOMKills > 0, LimitMemory},
+		{stats.PidsLimitHits > 0, LimitPids},
+	} {
+		if hit.yes {
+			res.LimitsHit = append(res.LimitsHit, hit.limit)
+		}
+	}
+	if len(res.LimitsHit) > 0 {
+		res.Limit = res.LimitsHit[0]
+	}
+	res.TimedOut = timedOut.Load()
+	if err := ctx.Err(); err != nil && res.Limit == LimitNone {
+		return res, err
+	}
+	return res, nil
+}
+
+// readStatus reads init's next message.
+func readStatus(sc *bufio.Scanner) (*status, error) {
+	if !sc.Scan() {
+		if err := sc.Err(); err != nil {
+			return nil, err
+		}
+		return nil, fmt.Errorf("%w: init ended without a word", ErrInitProtocol)
+	}
+	var st status
+	if err := json.Unmarshal(sc.Bytes(), &st); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrInitProtocol, err)
+	}
+	return &st, nil
+}
+
+// newCgroup creates the run's cgroup. A missing controller fails the run
+// unless the spec allows degrading, in which case the limits that cannot be
+// applied are dropped and named in res.Degraded.
+func newCgroup(spec *Spec, res *Result) (*cgroup.Group, error) {
+	if _, err := cgroup.CleanStale(); err != nil {
+		return nil, &SetupError{Step: "removing stale cgroups", Err: err}
+	}
+	lim := cgroup.Limits{MemoryBytes: spec.Limits.MemoryBytes, Pids: spec.Limits.Pids, CPUs: spec.Limits.CPUs}
+	name := cgroupName()
+	g, err := newGroup(name, lim)
+	var missing *cgroup.MissingControllersError
+	if errors.As(err, &missing) && spec.AllowDegraded {
+		for _, c := range missing.Controllers {
+			switch c {
+			case "memory":
+				lim.MemoryBytes = 0
+			case "pids":
+				lim.Pids = 0
+			case "cpu":
+				lim.CPUs = 0
+			}
+			res.Degraded = append(res.Degraded, c+"-limit")
+		}
+		if lim == (cgroup.Limits{}) {
+			return nil, nil
+		}
+		g, err = newGroup(name, lim)
+	}
+	if err != nil {
+		se := &SetupError{Step: "applying resource limits", Err: err}
+		if missing != nil {
+			se.Hint = "run `proctor probe` to see the cgroup controllers here, or pass --allow-degraded to run without these limits (recorded in the result)"
+		}
+		return nil, se
+	}
+	return g, nil
+}
+
+// newGroup creates cgroups; tests replace it to simulate missing controllers.
+var newGroup = cgroup.New
+
+// placeCommand puts init's only child, stopped at exec, into the cgroup.
+func placeCommand(initPID int, cg *cgroup.Group) error {
+	kids, err := childrenOf(initPID)
+	if err != nil {
+		return &SetupError{Step: "finding the command", Err: err}
+	}
+	if len(kids) != 1 {
+		return &SetupError{Step: "finding the command", Err: fmt.Errorf("%w: init has %d children, want 1", ErrInitProtocol, len(kids))}
+	}
+	if err := cg.AddProc(kids[0]); err != nil {
+		return &SetupError{Step: "placing the command in its cgroup", Err: err}
+	}
+	return nil
+}
+
+func cgroupName() string {
+	var b [6]byte
+	_, _ = rand.Read(b[:])
+	return fmt.Sprintf("proctor-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
+}
+
+// initBinary returns the path to execute as init. As root it is this binary
+// seen through a private read-only bind mount, so nothing in the sandbox can
+// open it for writing through /proc/1/exe (the runc CVE-2019-5736 class); init
+// is also non-dumpable, which guards the unprivileged case.
+func initBinary() (string, func(), error) {
+	self, err := os.Executable()
+	if err != nil {
+		return "", nil, &SetupError{Step: "finding the proctor binary", Err: err}
+	}
+	if os.Geteuid() != 0 {
+		return self, func() {}, nil
+	}
+	fd, err := cloneTree(self, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return "", nil, &SetupError{Step: "protecting the proctor binary", Err: err}
+	}
+	return fmt.Sprintf("/proc/self/fd/%d", fd), func() { unix.Close(fd) }, nil
+}
+
+// cappedOutput copies the sandbox's stdout and stderr to the caller's writers,
+// at most limit bytes together, and calls onLimit once when more arrives.
+type cappedOutput struct {
+	limit    int64
+	total    atomic.Int64
+	exceeded atomic.Bool
+	onLimit  func()
+}
+
+// writer returns the io.Writer handed to exec.Cmd for one stream. It is never
+// an *os.File, so exec.Cmd always creates a pipe and copies.
+func (c *cappedOutput) writer(dst io.Writer) io.Writer {
+	if dst == nil {
+		dst = io.Discard
+	}
+	return &cappedWriter{c: c, dst: dst}
+}
+
+type cappedWriter struct {
+	c   *cappedOutput
+	dst io.Writer
+}
+
+func (w *cappedWriter) Write(p []byte) (int, error) {
+	c := w.c
+	n := int64(len(p))
+	if c.limit > 0 {
+		after := c.total.Add(n)
+		if after > c.limit {
+			keep := c.limit - (after - n)
+			if keep > 0 {
+				_, _ = w.dst.Write(p[:keep])
+			}
+			if !c.exceeded.Swap(true) && c.onLimit != nil {
+				c.onLimit()
+			}
+			return len(p), nil // swallow the rest; the tree is being killed
+		}
+	} else {
+		c.total.Add(n)
+	}
+	if _, err := w.dst.Write(p); err != nil {
+		return len(p), nil // a closed caller stream must not stall the sandbox
+	}
+	return len(p), nil
+}

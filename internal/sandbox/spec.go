@@ -1,0 +1,196 @@
+package sandbox
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// RootfsHost selects a read-only view of the host's system directories as the
+// sandbox root (see HostDirs), with HostMasks hidden.
+const RootfsHost = "host"
+
+// HostDirs are the only host directories the "host" root exposes.
+var HostDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib64", "/etc"}
+
+// HostMasks are host secrets hidden from a "host" root even though /etc is
+// shown. Globs are expanded on the host when the sandbox starts.
+var HostMasks = []string{
+	"/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-",
+	"/etc/security/opasswd", "/etc/sudoers", "/etc/sudoers.d",
+	"/etc/ssh/ssh_host_*_key", "/etc/ssl/private",
+}
+
+// DefaultPath is the PATH a sandboxed command starts with.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Bind makes host path Src visible at Dst inside the sandbox, read-only unless
+// Writable.
+type Bind struct {
+	Src      string
+	Dst      string
+	Writable bool
+}
+
+// Tmpfs is a private, empty tmpfs at Dst. SizeBytes 0 means the kernel default
+// (half of RAM, still charged to the sandbox's memory limit).
+type Tmpfs struct {
+	Dst       string
+	SizeBytes int64
+}
+
+// Limits bound what the tree may consume. Zero means no limit.
+type Limits struct {
+	MemoryBytes int64
+	Pids        int64
+	CPUs        float64
+	Timeout     time.Duration
+	OutputBytes int64 // stdout and stderr together
+}
+
+// Spec describes one sandboxed run. It is a plain value: Run reads it and never
+// keeps or changes it.
+type Spec struct {
+	Rootfs   string // RootfsHost or an absolute directory used as / (read-only)
+	Binds    []Bind
+	Tmpfs    []Tmpfs
+	Masks    []string // absolute paths hidden inside: files read as empty, dirs as empty read-only dirs
+	Workdir  string   // absolute; "/" when empty
+	Env      []string // K=V added to PATH and HOME (which they may override)
+	Hostname string   // "proctor" when empty
+	Args     []string // the command and its arguments; Args[0] is looked up in PATH inside
+	Limits   Limits
+
+	// AllowDegraded lets a run go on when a resource limit cannot be applied on
+	// this host; each one missing is named in Result.Degraded. Namespaces,
+	// mounts, capabilities and seccomp are never degradable.
+	AllowDegraded bool
+
+	Stdin  io.Reader // nil: empty
+	Stdout io.Writer // nil: discarded
+	Stderr io.Writer // nil: discarded
+}
+
+// Limit names which limit ended or constrained a run.
+type Limit string
+
+// The limits a Result may report.
+const (
+	LimitNone    Limit = ""
+	LimitMemory  Limit = "memory"
+	LimitPids    Limit = "pids"
+	LimitOutput  Limit = "output"
+	LimitTimeout Limit = "timeout"
+)
+
+// Result is how a run ended. It is written as JSON by `proctor exec --result`.
+type Result struct {
+	ExitCode        int      `json:"exit_code"` // the command's status, or 128+signal
+	Signal          int      `json:"signal"`    // the signal that killed the command, 0 if it exited
+	TimedOut        bool     `json:"timed_out"`
+	Limit           Limit    `json:"limit"`      // the limit that ended the run, else the one that constrained it
+	LimitsHit       []Limit  `json:"limits_hit"` // every limit reached, in the order timeout, output, memory, pids
+	WallMS          int64    `json:"wall_ms"`
+	UserMS          int64    `json:"user_ms"`
+	SysMS           int64    `json:"sys_ms"`
+	MaxRSSBytes     int64    `json:"max_rss_bytes"`
+	MemoryPeakBytes int64    `json:"memory_peak_bytes,omitempty"`
+	OutputBytes     int64    `json:"output_bytes"` // stdout+stderr bytes passed on (at most the cap)
+	Degraded        []string `json:"degraded"`
+	Cgroup          string   `json:"cgroup,omitempty"` // "v1", "v2" or "" when no limit needed one
+}
+
+// validate checks the spec before anything is created, so bad input never
+// leaves a half-built sandbox. Every error names the field.
+func (s *Spec) validate() error {
+	if len(s.Args) == 0 || s.Args[0] == "" {
+		return &SpecError{Field: "command", Err: fmt.Errorf("no command given")}
+	}
+	switch {
+	case s.Rootfs == "":
+		return &SpecError{Field: "rootfs", Err: fmt.Errorf("not set (use %q or a directory)", RootfsHost)}
+	case s.Rootfs != RootfsHost:
+		if !filepath.IsAbs(s.Rootfs) {
+			return &SpecError{Field: "rootfs", Value: s.Rootfs, Err: fmt.Errorf("must be an absolute path")}
+		}
+		fi, err := os.Stat(s.Rootfs)
+		if err != nil {
+			return &SpecError{Field: "rootfs", Value: s.Rootfs, Err: err}
+		}
+		if !fi.IsDir() {
+			return &SpecError{Field: "rootfs", Value: s.Rootfs, Err: fmt.Errorf("not a directory")}
+		}
+	}
+	for _, b := range s.Binds {
+		if !filepath.IsAbs(b.Src) {
+			return &SpecError{Field: "bind", Value: b.Src, Err: fmt.Errorf("source must be an absolute path")}
+		}
+		if _, err := os.Stat(b.Src); err != nil {
+			return &SpecError{Field: "bind", Value: b.Src, Err: err}
+		}
+		if err := checkInsidePath(b.Dst); err != nil {
+			return &SpecError{Field: "bind", Value: b.Dst, Err: err}
+		}
+	}
+	for _, t := range s.Tmpfs {
+		if err := checkInsidePath(t.Dst); err != nil {
+			return &SpecError{Field: "tmpfs", Value: t.Dst, Err: err}
+		}
+		if t.SizeBytes < 0 {
+			return &SpecError{Field: "tmpfs", Value: t.Dst, Err: fmt.Errorf("negative size")}
+		}
+	}
+	for _, m := range s.Masks {
+		if err := checkInsidePath(m); err != nil {
+			return &SpecError{Field: "mask", Value: m, Err: err}
+		}
+	}
+	if s.Workdir != "" && !filepath.IsAbs(s.Workdir) {
+		return &SpecError{Field: "workdir", Value: s.Workdir, Err: fmt.Errorf("must be an absolute path")}
+	}
+	for _, kv := range s.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" || strings.ContainsRune(kv, 0) {
+			return &SpecError{Field: "env", Value: kv, Err: fmt.Errorf("want KEY=VALUE")}
+		}
+	}
+	if len(s.Hostname) > 64 {
+		return &SpecError{Field: "hostname", Value: s.Hostname, Err: fmt.Errorf("longer than 64 bytes")}
+	}
+	l := s.Limits
+	switch {
+	case l.MemoryBytes < 0:
+		return &SpecError{Field: "memory", Err: fmt.Errorf("negative")}
+	case l.Pids < 0:
+		return &SpecError{Field: "pids", Err: fmt.Errorf("negative")}
+	case l.CPUs < 0:
+		return &SpecError{Field: "cpus", Err: fmt.Errorf("negative")}
+	case l.Timeout < 0:
+		return &SpecError{Field: "timeout", Err: fmt.Errorf("negative")}
+	case l.OutputBytes < 0:
+		return &SpecError{Field: "output-limit", Err: fmt.Errorf("negative")}
+	}
+	return nil
+}
+
+// checkInsidePath accepts a clean absolute path other than "/" for a mount
+// destination inside the sandbox.
+func checkInsidePath(p string) error {
+	switch {
+	case !filepath.IsAbs(p):
+		return fmt.Errorf("must be an absolute path")
+	case filepath.Clean(p) == "/":
+		return fmt.Errorf("cannot be /")
+	case strings.ContainsRune(p, 0):
+		return fmt.Errorf("contains a NUL byte")
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return fmt.Errorf("must not contain ..")
+		}
+	}
+	return nil
+}

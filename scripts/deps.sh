@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages proctor's tests, demo and benchmarks use, if any
+# is missing: busybox-static (a tiny rootfs for tests), bubblewrap and hyperfine
+# (the startup benchmark's peer and timer).
+set -euo pipefail
+need=()
+command -v busybox >/dev/null || need+=(busybox-static)
+command -v bwrap >/dev/null || need+=(bubblewrap)
+command -v hyperfine >/dev/null || need+=(hyperfine)
+[ ${#need[@]} -eq 0 ] && exit 0
+if [ "$(id -u)" -ne 0 ]; then
+	echo "deps: missing ${need[*]}; run as root or: sudo apt-get install -y ${need[*]}" >&2
+	exit 1
+fi
+apt-get update -qq
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
