@@ -63,6 +63,22 @@ var attacks = map[string]func(args []string) error{
 	"spew":     attackSpew,
 	"spin":     attackSpin,
 	"exit":     attackExit,
+	"killinit": attackKillInit,
+}
+
+// attackKillInit signals init (pid 1) with everything catchable; init must
+// live on to report this command's own exit.
+func attackKillInit([]string) error {
+	for _, s := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
+		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGPIPE, syscall.SIGTSTP} {
+		if err := syscall.Kill(1, s); err != nil {
+			return fmt.Errorf("kill(1, %v): %w", s, err)
+		}
+	}
+	time.Sleep(100 * time.Millisecond)
+	fmt.Println("init survived")
+	os.Exit(7)
+	return nil
 }
 
 func errnoName(err error) string {

@@ -111,11 +111,21 @@ func TestFreshProc(t *testing.T) {
 			t.Errorf("/proc inside lists pid %d: the host's processes are visible", pid)
 		}
 	}
-	r := facts(attack(t, "read", "/proc/kcore", "/proc/keys", "/proc/sysrq-trigger", "/proc/self/status"))
-	if r["/proc/self/status"] != "ok" {
-		t.Errorf("/proc/self/status unreadable: %s", r["/proc/self/status"])
+	hidden := []string{"/proc/kcore", "/proc/kpagecount", "/proc/kpageflags", "/proc/slabinfo", "/proc/vmallocinfo",
+		"/proc/pagetypeinfo", "/proc/sysrq-trigger", "/proc/kallsyms", "/proc/timer_list", "/proc/keys", "/proc/buddyinfo"}
+	r := facts(attack(t, append([]string{"read", "/proc/self/status", "/proc/meminfo"}, hidden...)...))
+	for _, p := range []string{"/proc/self/status", "/proc/meminfo"} {
+		if r[p] != "ok" {
+			t.Errorf("%s unreadable: %s", p, r[p])
+		}
 	}
-	res, _, _ := runSpec(t, Spec{Rootfs: RootfsHost, Args: []string{"sh", "-c", "echo 1 > /proc/sys/kernel/hostname"}})
+	// Hidden: unreadable, or read as the empty /dev/null. "read" reports ok
+	// for both, so check the content too.
+	res, out, _ := runSpec(t, Spec{Rootfs: RootfsHost, Args: append([]string{"sh", "-c", `for f in "$@"; do if [ -r $f ] && [ -s $f -o -n "$(head -c1 $f 2>/dev/null)" ]; then echo "$f"; fi; done`, "sh"}, hidden...)})
+	if res.ExitCode != 0 || strings.TrimSpace(out) != "" {
+		t.Errorf("host kernel state readable inside: %q (exit %d)", out, res.ExitCode)
+	}
+	res, _, _ = runSpec(t, Spec{Rootfs: RootfsHost, Args: []string{"sh", "-c", "echo 1 > /proc/sys/kernel/hostname"}})
 	if res.ExitCode == 0 {
 		t.Error("writing /proc/sys succeeded: want it read-only")
 	}
@@ -423,6 +433,16 @@ func TestCleanProcessState(t *testing.T) {
 	}
 }
 
+// Property 7's precondition: the command cannot stop init early, so its own
+// status is what gets reported.
+func TestInitIgnoresSignals(t *testing.T) {
+	requireRoot(t)
+	res, out, errOut := runSpec(t, attackSpec(t, "killinit"))
+	if res.ExitCode != 7 || !strings.Contains(out, "init survived") {
+		t.Errorf("after signalling init: %+v, %q %q; want the command's own exit 7", res, out, errOut)
+	}
+}
+
 // Property 5: the proctor binary cannot be opened for writing from inside.
 func TestBinaryNotWritable(t *testing.T) {
 	requireRoot(t)
@@ -546,4 +566,71 @@ const isAMD64 = runtime.GOARCH == "amd64"
 // execNoSandbox runs path directly and reports how it ended.
 func execNoSandbox(path string) error {
 	return exec.Command(path).Run()
+}
+
+// unprivilegedCommand makes the test binary run sandboxes as an ordinary user.
+const unprivilegedCommand = "__unprivileged"
+
+func unprivilegedMain() int {
+	self, _ := os.Executable()
+	for _, args := range [][]string{{"ids"}, {"ns"}, {"fds"}} {
+		spec := Spec{
+			Rootfs: RootfsHost,
+			Binds:  []Bind{{Src: self, Dst: attackerPath}},
+			Args:   append([]string{attackerPath, attackCommand}, args...),
+			Stdout: os.Stdout, Stderr: os.Stderr,
+		}
+		res, err := Run(context.Background(), spec)
+		if err != nil || res.ExitCode != 0 {
+			fmt.Printf("run-failed %v %+v\n", err, res)
+			return 1
+		}
+	}
+	// Limits need cgroups this user cannot write: fail closed.
+	_, err := Run(context.Background(), Spec{Rootfs: RootfsHost, Args: []string{"true"}, Limits: Limits{MemoryBytes: 64 << 20}})
+	var se *SetupError
+	fmt.Printf("limits-without-cgroup-access %v\n", errors.As(err, &se))
+	return 0
+}
+
+// Without root, the caller's own id is root inside and the same isolation
+// holds (as far as the kernel allows unprivileged user namespaces).
+func TestUnprivileged(t *testing.T) {
+	requireRoot(t) // to switch to an ordinary user
+	dir := worldReadableDir(t)
+	self, _ := os.Executable()
+	data, err := os.ReadFile(self)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "sandbox.test")
+	if err := os.WriteFile(bin, data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(bin, unprivilegedCommand)
+	cmd.Dir = dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("as nobody: %v\n%s", err, out)
+	}
+	got := facts(strings.Split(strings.TrimSpace(string(out)), "\n"))
+	if got["/proc/self/uid_map"] != "0 65534 1" {
+		t.Errorf("uid map as nobody = %q, want root inside mapped to 65534 alone", got["/proc/self/uid_map"])
+	}
+	if got["NoNewPrivs"] != "1" || got["Seccomp"] != "2" || got["CapEff"] != fmt.Sprintf("%016x", capMask(commandCaps)) {
+		t.Errorf("privileges as nobody: %v", got)
+	}
+	for _, ns := range []string{"user", "mnt", "pid", "net", "ipc", "uts", "cgroup"} {
+		host, _ := os.Readlink("/proc/self/ns/" + ns)
+		if got[ns] == "" || got[ns] == host {
+			t.Errorf("%s namespace as nobody = %q (host %q)", ns, got[ns], host)
+		}
+	}
+	if got["fds"] != "0,1,2" {
+		t.Errorf("fds as nobody: %q", got["fds"])
+	}
+	if got["limits-without-cgroup-access"] != "true" {
+		t.Errorf("limits without cgroup access: %q, want a SetupError", got["limits-without-cgroup-access"])
+	}
 }

@@ -22,6 +22,8 @@ func TestMain(m *testing.M) {
 			os.Exit(attackMain(os.Args[2:]))
 		case supervisorCommand:
 			os.Exit(supervisorMain(os.Args[2:]))
+		case unprivilegedCommand:
+			os.Exit(unprivilegedMain())
 		}
 	}
 	os.Exit(m.Run())

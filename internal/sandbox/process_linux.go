@@ -44,8 +44,9 @@ func startInit(exe string, files []*os.File) (*initProcess, error) {
 		Env:   []string{"GOGC=off"}, // init allocates little and lives briefly
 		Files: fds,
 		Sys: &syscall.SysProcAttr{
-			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
-				syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS,
+			// Init makes the per-thread namespaces (net, ipc, uts, cgroup)
+			// itself, in parallel with the mounts: see setupInit.
+			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID,
 			UidMappings:                uidMap,
 			GidMappings:                gidMap,
 			GidMappingsEnableSetgroups: setgroups,

@@ -29,9 +29,12 @@ const (
 	IDMapSize = 65536
 )
 
-// Run runs spec's command in a new sandbox and waits for the whole tree to end.
-// A *SpecError or *SetupError means the command never ran and nothing is left
-// behind. A nil error means the Result describes the command's end.
+// Run runs spec's command in a new sandbox and waits for the whole tree to end:
+// when it returns, every process the command started is dead and reaped, and
+// its cgroup is gone. (Init, which reaped them, may still be exiting; it is
+// reaped in the background.) A *SpecError or *SetupError means the command
+// never ran and nothing is left behind. A nil error means the Result
+// describes the command's end.
 func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
@@ -212,9 +215,13 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 			final = nil // init was killed: timeout, output cap, OOM or the caller
 		}
 	}
-	<-p.done
-	res.WallMS = time.Since(begin).Milliseconds()
+	if final == nil {
+		<-p.done // the tree died with init: wait until all of it is gone
+	}
+	// Otherwise init reported every other process dead and reaped; its own
+	// teardown goes on in the background (startInit's goroutine reaps it).
 	stdio.wait()
+	res.WallMS = time.Since(begin).Milliseconds()
 	res.OutputBytes = out.total.Load()
 	if out.limit > 0 {
 		res.OutputBytes = min(res.OutputBytes, out.limit)
