@@ -96,7 +96,9 @@ func worldReadableDir(t *testing.T) string {
 	if err := os.Chmod(d, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for p := filepath.Dir(d); p != "/" && strings.HasPrefix(p, os.TempDir()); p = filepath.Dir(p) {
+	// t.TempDir's parent is private too; never touch the temp root itself.
+	tmp := filepath.Clean(os.TempDir())
+	for p := filepath.Dir(d); p != tmp && strings.HasPrefix(p, tmp+"/"); p = filepath.Dir(p) {
 		_ = os.Chmod(p, 0o755)
 	}
 	return d
