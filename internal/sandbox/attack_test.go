@@ -64,6 +64,31 @@ var attacks = map[string]func(args []string) error{
 	"spin":     attackSpin,
 	"exit":     attackExit,
 	"killinit": attackKillInit,
+	"initnet":  attackInitNet,
+}
+
+// attackInitNet lists the network interfaces every thread of init sees: a
+// thread left in the host's network namespace would show the host's.
+func attackInitNet([]string) error {
+	tasks, err := os.ReadDir("/proc/1/task")
+	if err != nil {
+		return err
+	}
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/1/task/" + t.Name() + "/net/dev")
+		if err != nil {
+			fmt.Printf("task-%s %s\n", t.Name(), errnoName(err))
+			continue
+		}
+		var ifs []string
+		for _, l := range strings.Split(string(b), "\n")[2:] {
+			if name, _, ok := strings.Cut(strings.TrimSpace(l), ":"); ok {
+				ifs = append(ifs, name)
+			}
+		}
+		fmt.Printf("task-%s %s\n", t.Name(), strings.Join(ifs, ","))
+	}
+	return nil
 }
 
 // attackKillInit signals init (pid 1) with everything catchable; init must

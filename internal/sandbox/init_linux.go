@@ -170,31 +170,15 @@ func parseInitArgs(args []string) (specFD, statusFD int, err error) {
 // command path, or a non-zero shell-style exit code (127 not found, 126 not
 // executable) when the command cannot run.
 func setupInit(spec *initSpec) (string, int, error) {
-	// Two parts of the setup run at once. The mount tree is the process's
-	// (its mount namespace is shared by all threads), so any thread may build
-	// it. The network, ipc, uts and cgroup namespaces are per thread: they are
-	// made here, on the locked thread the command is forked from, while the
-	// kernel's slow part (a network namespace) overlaps the mounts. Init's
-	// other threads stay in the parent's namespaces; they never open a socket
-	// and, init being non-dumpable, the command cannot reach them.
-	var prog []unix.SockFilter
-	built := make(chan error, 1)
-	go func() {
-		b := &rootBuilder{spec: spec}
-		err := b.build()
-		if err == nil {
-			if prog, err = seccomp.Program(); err != nil {
-				err = &SetupError{Step: "building the seccomp filter", Err: err}
-			}
-		}
-		built <- err
-	}()
-	nsErr := threadNamespaces(spec.Hostname)
-	if err := <-built; err != nil {
+	b := &rootBuilder{spec: spec}
+	if err := b.build(); err != nil {
 		return "", 0, err
 	}
-	if nsErr != nil {
-		return "", 0, nsErr
+	if err := unix.Sethostname([]byte(spec.Hostname)); err != nil {
+		return "", 0, &SetupError{Step: "setting the hostname", Err: err}
+	}
+	if err := loopbackUp(); err != nil {
+		return "", 0, &SetupError{Step: "bringing up lo", Err: err}
 	}
 	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
 		return "", 0, &SetupError{Step: "setting RLIMIT_CORE", Err: err}
@@ -215,6 +199,10 @@ func setupInit(spec *initSpec) (string, int, error) {
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
 		return "", 0, &SetupError{Step: "setting no_new_privs", Err: err}
 	}
+	prog, err := seccomp.Program()
+	if err != nil {
+		return "", 0, &SetupError{Step: "building the seccomp filter", Err: err}
+	}
 	if err := seccomp.Install(prog); err != nil {
 		return "", 0, &SetupError{Step: "installing the seccomp filter", Err: err}
 	}
@@ -222,23 +210,6 @@ func setupInit(spec *initSpec) (string, int, error) {
 		fmt.Fprintf(os.Stderr, "proctor: error: %s: command not found in the sandbox\n", spec.Args[0])
 	}
 	return path, code, nil
-}
-
-// threadNamespaces gives the calling thread its own network, ipc, uts and
-// cgroup namespaces, brings lo up and sets the host name. The cgroup
-// namespace's root is init's cgroup (with limits, the command is placed in a
-// cgroup below it).
-func threadNamespaces(hostname string) error {
-	if err := unix.Unshare(unix.CLONE_NEWNET | unix.CLONE_NEWIPC | unix.CLONE_NEWUTS | unix.CLONE_NEWCGROUP); err != nil {
-		return &SetupError{Step: "creating the network, ipc, uts and cgroup namespaces", Err: err}
-	}
-	if err := unix.Sethostname([]byte(hostname)); err != nil {
-		return &SetupError{Step: "setting the hostname", Err: err}
-	}
-	if err := loopbackUp(); err != nil {
-		return &SetupError{Step: "bringing up lo", Err: err}
-	}
-	return nil
 }
 
 // lookPath finds name in pathEnv inside the sandbox, returning a shell-style

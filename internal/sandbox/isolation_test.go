@@ -211,6 +211,22 @@ func TestNoNetwork(t *testing.T) {
 	}
 }
 
+// Property 2: no thread of init is left in the host's network namespace,
+// where /proc/1/task/*/net would show the host's interfaces and sockets.
+func TestInitThreadsInsideNetwork(t *testing.T) {
+	requireRoot(t)
+	lines := attack(t, "initnet")
+	if len(lines) < 2 {
+		t.Fatalf("init has %d threads: %v; the test needs several", len(lines), lines)
+	}
+	for _, l := range lines {
+		task, ifs, _ := strings.Cut(l, " ")
+		if ifs != "lo" && ifs != "EACCES" && ifs != "EPERM" && ifs != "ENOENT" {
+			t.Errorf("init %s sees interfaces %q: the host's network shows through /proc/1/task", task, ifs)
+		}
+	}
+}
+
 // Property 3: the seccomp filter refuses what it must; each probe would
 // succeed or fail differently without the filter.
 func TestSeccompRefuses(t *testing.T) {

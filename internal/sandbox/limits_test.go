@@ -205,9 +205,17 @@ func TestTreeDiesWithSupervisor(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	// Its cgroup is left; the next run cleans stale ones.
-	if _, err := cgroup.CleanStale(); err != nil {
-		t.Fatal(err)
+	// Its cgroup is left; a later run cleans stale ones once the last
+	// process in it is gone.
+	deadline = time.Now().Add(5 * time.Second)
+	for {
+		if _, err := cgroup.CleanStale(); err != nil {
+			t.Fatal(err)
+		}
+		if len(cgroupsOf(sup.Process.Pid)) == 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 	assertNoCgroups(t, sup.Process.Pid)
 }
@@ -249,9 +257,8 @@ func countMounts(t *testing.T) int {
 	return strings.Count(string(b), "\n")
 }
 
-// assertNoCgroups checks that no cgroup made by supervisor pid is left.
-func assertNoCgroups(t *testing.T, pid int) {
-	t.Helper()
+// cgroupsOf lists the cgroups made by supervisor pid.
+func cgroupsOf(pid int) []string {
 	var left []string
 	prefix := fmt.Sprintf("proctor-%d-", pid)
 	filepath.WalkDir("/sys/fs/cgroup", func(p string, d os.DirEntry, err error) error {
@@ -260,7 +267,13 @@ func assertNoCgroups(t *testing.T, pid int) {
 		}
 		return nil
 	})
-	if len(left) > 0 {
+	return left
+}
+
+// assertNoCgroups checks that no cgroup made by supervisor pid is left.
+func assertNoCgroups(t *testing.T, pid int) {
+	t.Helper()
+	if left := cgroupsOf(pid); len(left) > 0 {
 		t.Errorf("cgroups left on the host: %v", left)
 	}
 }

@@ -44,9 +44,12 @@ func startInit(exe string, files []*os.File) (*initProcess, error) {
 		Env:   []string{"GOGC=off"}, // init allocates little and lives briefly
 		Files: fds,
 		Sys: &syscall.SysProcAttr{
-			// Init makes the per-thread namespaces (net, ipc, uts, cgroup)
-			// itself, in parallel with the mounts: see setupInit.
-			Cloneflags:                 syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID,
+			// Every namespace at once, so that all of init's threads (and
+			// so everything /proc/1/task/* shows) are inside them too. The
+			// cgroup namespace's root is the supervisor's cgroup: with limits
+			// the command is placed in a cgroup below it.
+			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
+				syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP,
 			UidMappings:                uidMap,
 			GidMappings:                gidMap,
 			GidMappingsEnableSetgroups: setgroups,

@@ -9,10 +9,9 @@ package sandbox
 //	host (Run)                                    init (RunInit), pid 1 inside
 //	    |                                              |
 //	    |-- clone(NEWUSER|NEWNS|NEWPID|NEWNET|          |
-//	    |         NEWIPC|NEWUTS), uid/gid maps ------->|  (Go writes the maps)
+//	    |   NEWIPC|NEWUTS|NEWCGROUP), uid/gid maps ---->|  (Go writes the maps)
 //	    |   (the spec is in its pipe before the clone)  |
-//	    |                                              |  reads the spec,
-//	    |                                              |  unshare(NEWCGROUP), mounts,
+//	    |                                              |  reads the spec, mounts,
 //	    |                                              |  pivot_root, lo up, hostname,
 //	    |                                              |  rlimits, caps, no_new_privs,
 //	    |                                              |  seccomp (TSYNC)
