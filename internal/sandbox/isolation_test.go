@@ -18,6 +18,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -648,5 +649,39 @@ func TestUnprivileged(t *testing.T) {
 	}
 	if got["limits-without-cgroup-access"] != "true" {
 		t.Errorf("limits without cgroup access: %q, want a SetupError", got["limits-without-cgroup-access"])
+	}
+}
+
+// Property 3's other half: ordinary developer work keeps working under the
+// filter and the reduced capabilities.
+func TestDeveloperToolsWork(t *testing.T) {
+	requireRoot(t)
+	cases := []struct {
+		tool   string
+		script string
+		want   string
+	}{
+		{"gcc", `cd /tmp && printf '#include <stdio.h>\n#include <pthread.h>\nvoid *f(void *a){return a;}\nint main(){pthread_t t;pthread_create(&t,0,f,0);pthread_join(t,0);puts("compiled ok");return 0;}\n' > a.c && gcc -O1 -pthread a.c -o a && ./a`, "compiled ok"},
+		{"git", `cd /tmp && git init -q r && cd r && git config user.email a@b && git config user.name a && echo x > f && git add f && git commit -qm m && git log --oneline | wc -l`, "1"},
+		{"python3", `python3 -c "
+import subprocess, threading, multiprocessing, os, tempfile
+t = threading.Thread(target=lambda: None); t.start(); t.join()
+with multiprocessing.Pool(2) as p: assert p.map(abs, [-1, -2]) == [1, 2]
+assert subprocess.run(['true']).returncode == 0
+tempfile.mkstemp()
+print('python ok')
+"`, "python ok"},
+		{"sh", `ps >/dev/null 2>&1; cat /proc/self/status >/dev/null && ulimit -n && echo shell ok`, "shell ok"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.tool, func(t *testing.T) {
+			if _, err := exec.LookPath(tc.tool); err != nil {
+				skipOrFail(t, tc.tool+" is not installed")
+			}
+			res, out, errOut := runSpec(t, Spec{Rootfs: RootfsHost, Args: []string{"sh", "-c", tc.script}, Env: []string{"HOME=/tmp"}, Limits: Limits{Timeout: time.Minute}})
+			if res.ExitCode != 0 || !strings.Contains(out, tc.want) {
+				t.Errorf("%s in the sandbox: exit %d, stdout %q, stderr %q", tc.tool, res.ExitCode, out, errOut)
+			}
+		})
 	}
 }
