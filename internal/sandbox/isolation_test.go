@@ -363,29 +363,57 @@ func TestPrivileges(t *testing.T) {
 	}
 }
 
-// Property 4: host files are not reachable through ownership: a root-owned
-// 0600 file bound in read-only cannot be read by root inside.
+// Property 4: host files are not reachable through ownership: in a rootfs
+// directory (not idmapped), files private to the host's root stay private,
+// although the sandbox runs as "root".
 func TestHostFilesNotReachableThroughOwnership(t *testing.T) {
 	requireRoot(t)
-	dir := worldReadableDir(t)
+	root := busyboxRootfs(t)
 	for name, mode := range map[string]os.FileMode{"owner-only": 0o600, "group-only": 0o660, "world": 0o644} {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte("host secret"), mode); err != nil {
+		p := filepath.Join(root, "etc", name)
+		if err := os.WriteFile(p, []byte("host secret"), mode); err != nil {
 			t.Fatal(err)
 		}
-		os.Chmod(filepath.Join(dir, name), mode)
+		os.Chmod(p, mode)
 	}
-	spec := attackSpec(t, "read", "/host/owner-only", "/host/group-only", "/host/world")
-	spec.Binds = append(spec.Binds, Bind{Src: dir, Dst: "/host", Writable: true})
-	res, out, errOut := runSpec(t, spec)
+	res, out, errOut := runSpec(t, Spec{Rootfs: root, Args: []string{"sh", "-c",
+		"for f in owner-only group-only world; do cat /etc/$f >/dev/null 2>&1 && echo $f ok || echo $f denied; done; id -u"}})
 	if res.ExitCode != 0 {
-		t.Fatalf("attacker failed: %s %s", out, errOut)
+		t.Fatalf("exit %d: %s %s", res.ExitCode, out, errOut)
 	}
 	got := facts(strings.Split(strings.TrimSpace(out), "\n"))
-	if got["/host/owner-only"] != "EACCES" || got["/host/group-only"] != "EACCES" {
-		t.Errorf("root inside read host-root-owned private files: %v", got)
+	if got["owner-only"] != "denied" || got["group-only"] != "denied" {
+		t.Errorf("root inside read host-root-owned private files: %q", out)
 	}
-	if got["/host/world"] != "ok" {
-		t.Errorf("control: world-readable file: %s, want ok", got["/host/world"])
+	if got["world"] != "ok" || !strings.HasSuffix(strings.TrimSpace(out), "\n0") {
+		t.Errorf("control: world-readable file and uid 0 inside: %q", out)
+	}
+}
+
+// A user bind, as root, is idmapped: root inside acts as the tree's owner,
+// and what it writes belongs to the host's owner, not to the unprivileged id.
+func TestBindIsIdmapped(t *testing.T) {
+	requireRoot(t)
+	dir := worldReadableDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "private"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	res, out, errOut := runSpec(t, Spec{Rootfs: RootfsHost, Binds: []Bind{{Src: dir, Dst: "/w", Writable: true}},
+		Args: []string{"sh", "-c", "cat /w/private && echo made > /w/new && stat -c '%u %g' /w/new"}})
+	if res.ExitCode != 0 || !strings.Contains(out, "0 0") {
+		t.Fatalf("exit %d: %q %q", res.ExitCode, out, errOut)
+	}
+	var st syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(dir, "new"), &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 || st.Gid != 0 {
+		t.Errorf("a file written inside belongs to %d:%d on the host, want 0:0 (the bind's owner)", st.Uid, st.Gid)
+	}
+	// Read-only stays read-only whatever the ownership.
+	res, _, _ = runSpec(t, Spec{Rootfs: RootfsHost, Binds: []Bind{{Src: dir, Dst: "/w"}}, Args: []string{"sh", "-c", "echo x > /w/other"}})
+	if res.ExitCode == 0 {
+		t.Error("wrote through a read-only bind")
 	}
 }
 
@@ -402,8 +430,9 @@ func TestSetuidGainsNothing(t *testing.T) {
 	if err := os.WriteFile(suid, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Owned by the id that is root inside, setuid.
-	if err := os.Chown(suid, IDMapBase, IDMapBase); err != nil {
+	// Owned by the host's root, which the idmapped bind shows as root inside:
+	// a setuid-root binary.
+	if err := os.Chown(suid, 0, 0); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(suid, 0o4755|os.ModeSetuid); err != nil {
