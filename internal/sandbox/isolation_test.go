@@ -714,3 +714,63 @@ print('python ok')
 		})
 	}
 }
+
+// sharedNSCommand runs sandboxes in a mount namespace whose mounts are all
+// shared (as on systemd hosts) and prints every mount that appeared in it.
+const sharedNSCommand = "__sharedns"
+
+func sharedNSMain(args []string) int {
+	if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SHARED, ""); err != nil {
+		fmt.Println("make-rshared:", err)
+		return 1
+	}
+	mounts := func() map[string]bool {
+		b, _ := os.ReadFile("/proc/self/mountinfo")
+		m := map[string]bool{}
+		for _, l := range strings.Split(string(b), "\n") {
+			if f := strings.Fields(l); len(f) > 4 {
+				m[f[4]] = true
+			}
+		}
+		return m
+	}
+	before := mounts()
+	rootfs, secret := args[0], args[1]
+	for _, spec := range []Spec{
+		{Rootfs: RootfsHost, Args: []string{"true"}, Masks: []string{"/etc/hostname"}},
+		{Rootfs: rootfs, Args: []string{"true"}, Binds: []Bind{{Src: secret, Dst: "/etc/tests"}}},
+	} {
+		if res, err := Run(context.Background(), spec); err != nil || res.ExitCode != 0 {
+			fmt.Printf("run: %v %+v\n", err, res)
+			return 1
+		}
+	}
+	for mp := range mounts() {
+		if !before[mp] {
+			fmt.Printf("leaked %s\n", mp)
+		}
+	}
+	fmt.Println("done")
+	return 0
+}
+
+// Mounts made inside a sandbox never propagate back to the host or into
+// other sandboxes, even where the host's mounts are shared.
+func TestNoMountPropagation(t *testing.T) {
+	requireRoot(t)
+	root := busyboxRootfs(t)
+	secret := worldReadableDir(t)
+	if err := os.MkdirAll(filepath.Join(root, "etc", "tests"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	self, _ := os.Executable()
+	cmd := exec.Command(self, sharedNSCommand, root, secret)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "done") {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if strings.Contains(string(out), "leaked") {
+		t.Errorf("mounts made for a sandbox appeared outside it:\n%s", out)
+	}
+}

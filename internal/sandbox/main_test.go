@@ -24,6 +24,8 @@ func TestMain(m *testing.M) {
 			os.Exit(supervisorMain(os.Args[2:]))
 		case unprivilegedCommand:
 			os.Exit(unprivilegedMain())
+		case sharedNSCommand:
+			os.Exit(sharedNSMain(os.Args[2:]))
 		}
 	}
 	os.Exit(m.Run())

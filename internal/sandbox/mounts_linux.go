@@ -152,15 +152,23 @@ func (b *rootBuilder) placeEntries(dir string, entries []rootEntry, fds []int) e
 // cloneTree returns a detached recursive bind mount of path with attr set on
 // every mount in it.
 func cloneTree(path string, attr uint64) (int, error) {
-	fd, err := unix.OpenTree(unix.AT_FDCWD, path, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
+	return detachTree(unix.AT_FDCWD, path, 0, attr)
+}
+
+// detachTree returns a detached recursive clone of the mount tree at
+// (dirfd, path), with attr set on every mount in it and every mount made
+// private: a clone keeps its source's peer group otherwise, and whatever init
+// then mounts on it (masks, binds) would propagate back to the host and into
+// other sandboxes cloned from the same tree.
+func detachTree(dirfd int, path string, flags uint, attr uint64) (int, error) {
+	fd, err := unix.OpenTree(dirfd, path, flags|unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE)
 	if err != nil {
 		return -1, fmt.Errorf("open_tree: %w", err)
 	}
-	if attr != 0 {
-		if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, &unix.MountAttr{Attr_set: attr}); err != nil {
-			unix.Close(fd)
-			return -1, fmt.Errorf("mount_setattr: %w", err)
-		}
+	ma := &unix.MountAttr{Attr_set: attr, Propagation: unix.MS_PRIVATE}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, ma); err != nil {
+		unix.Close(fd)
+		return -1, fmt.Errorf("mount_setattr: %w", err)
 	}
 	return fd, nil
 }
@@ -173,15 +181,7 @@ func (b *rootBuilder) cloneInRoot(path string, attr uint64) (int, error) {
 		return -1, err
 	}
 	defer unix.Close(fd)
-	m, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_EMPTY_PATH)
-	if err != nil {
-		return -1, fmt.Errorf("open_tree %s: %w", path, err)
-	}
-	if err := unix.MountSetattr(m, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: attr}); err != nil {
-		unix.Close(m)
-		return -1, fmt.Errorf("mount_setattr %s: %w", path, err)
-	}
-	return m, nil
+	return detachTree(fd, "", unix.AT_EMPTY_PATH, attr)
 }
 
 // newTmpfs returns a detached tmpfs mount.
@@ -338,15 +338,11 @@ func (b *rootBuilder) hideProc() error {
 
 // remountReadOnly binds the directory at fd onto itself, read-only.
 func remountReadOnly(fd int) error {
-	m, err := unix.OpenTree(fd, "", unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC|unix.AT_RECURSIVE|unix.AT_EMPTY_PATH)
+	m, err := detachTree(fd, "", unix.AT_EMPTY_PATH, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
 	if err != nil {
 		return err
 	}
 	defer unix.Close(m)
-	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY | unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV | unix.MOUNT_ATTR_NOEXEC}
-	if err := unix.MountSetattr(m, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
-		return err
-	}
 	return unix.MoveMount(m, "", fd, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH)
 }
 
