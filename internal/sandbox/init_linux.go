@@ -26,10 +26,6 @@ func RunInit(args []string) int {
 	// Credentials, no_new_privs and the filter are set on this thread and the
 	// command is forked from it: never unlock.
 	runtime.LockOSThread()
-	if len(args) == 1 && args[0] == usernsHolderFlag {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		return 0
-	}
 
 	specFD, statusFD, err := parseInitArgs(args)
 	if err != nil {

@@ -390,30 +390,39 @@ func TestHostFilesNotReachableThroughOwnership(t *testing.T) {
 	}
 }
 
-// A user bind, as root, is idmapped: root inside acts as the tree's owner,
-// and what it writes belongs to the host's owner, not to the unprivileged id.
-func TestBindIsIdmapped(t *testing.T) {
+// Property 4 through a writable bind: what the sandbox writes belongs to
+// its unprivileged ids on the host, so it cannot plant a setuid program or a
+// file of any host user; a bind the sandbox's ids cannot write stays
+// unwritable.
+func TestWritableBindCannotPlantHostPrivileges(t *testing.T) {
 	requireRoot(t)
+	self, _ := os.Executable()
 	dir := worldReadableDir(t)
-	if err := os.WriteFile(filepath.Join(dir, "private"), []byte("x"), 0o600); err != nil {
+	if err := os.Chown(dir, IDMapBase, IDMapBase); err != nil {
 		t.Fatal(err)
 	}
-	res, out, errOut := runSpec(t, Spec{Rootfs: RootfsHost, Binds: []Bind{{Src: dir, Dst: "/w", Writable: true}},
-		Args: []string{"sh", "-c", "cat /w/private && echo made > /w/new && stat -c '%u %g' /w/new"}})
-	if res.ExitCode != 0 || !strings.Contains(out, "0 0") {
+	rootOwned := worldReadableDir(t)
+	if err := os.WriteFile(filepath.Join(rootOwned, "private"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	script := `cp /attacker /w/sh && chmod 4755 /w/sh && chown 0:0 /w/sh; touch /w/user; chown 1000:1000 /w/user
+cat /r/private >/dev/null 2>&1 && echo read-root-private; echo x > /r/new 2>/dev/null && echo wrote-root-dir; echo end`
+	res, out, errOut := runSpec(t, Spec{Rootfs: RootfsHost, Args: []string{"sh", "-c", script},
+		Binds: []Bind{{Src: self, Dst: "/attacker"}, {Src: dir, Dst: "/w", Writable: true}, {Src: rootOwned, Dst: "/r", Writable: true}}})
+	if res.ExitCode != 0 || !strings.Contains(out, "end") {
 		t.Fatalf("exit %d: %q %q", res.ExitCode, out, errOut)
 	}
-	var st syscall.Stat_t
-	if err := syscall.Stat(filepath.Join(dir, "new"), &st); err != nil {
-		t.Fatal(err)
+	if strings.Contains(out, "read-root-private") || strings.Contains(out, "wrote-root-dir") {
+		t.Errorf("the sandbox reached a host-root-owned bind through ownership: %q", out)
 	}
-	if st.Uid != 0 || st.Gid != 0 {
-		t.Errorf("a file written inside belongs to %d:%d on the host, want 0:0 (the bind's owner)", st.Uid, st.Gid)
-	}
-	// Read-only stays read-only whatever the ownership.
-	res, _, _ = runSpec(t, Spec{Rootfs: RootfsHost, Binds: []Bind{{Src: dir, Dst: "/w"}}, Args: []string{"sh", "-c", "echo x > /w/other"}})
-	if res.ExitCode == 0 {
-		t.Error("wrote through a read-only bind")
+	for _, name := range []string{"sh", "user"} {
+		var st syscall.Stat_t
+		if err := syscall.Stat(filepath.Join(dir, name), &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Uid < IDMapBase || st.Gid < IDMapBase {
+			t.Errorf("%s written inside belongs to host %d:%d (mode %o), a host user's id", name, st.Uid, st.Gid, st.Mode)
+		}
 	}
 }
 
@@ -430,9 +439,8 @@ func TestSetuidGainsNothing(t *testing.T) {
 	if err := os.WriteFile(suid, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// Owned by the host's root, which the idmapped bind shows as root inside:
-	// a setuid-root binary.
-	if err := os.Chown(suid, 0, 0); err != nil {
+	// Owned by the id that is root inside, setuid.
+	if err := os.Chown(suid, IDMapBase, IDMapBase); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Chmod(suid, 0o4755|os.ModeSetuid); err != nil {

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -28,7 +29,29 @@ func TestMain(m *testing.M) {
 			os.Exit(sharedNSMain(os.Args[2:]))
 		}
 	}
-	os.Exit(m.Run())
+	before := hostModes()
+	code := m.Run()
+	// The sandboxes under test must not have changed the host: a sandbox that
+	// could chmod a host file is a breach, whichever test caused it.
+	if after := hostModes(); after != before {
+		fmt.Fprintf(os.Stderr, "host changed during the tests: %s, was %s\n", after, before)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// hostModes describes host files a broken sandbox could damage.
+func hostModes() string {
+	var out []string
+	for _, p := range []string{"/dev/null", "/dev/zero", "/tmp", "/etc/passwd", "/etc/shadow"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			out = append(out, p+":"+err.Error())
+			continue
+		}
+		out = append(out, fmt.Sprintf("%s:%v", p, fi.Mode()))
+	}
+	return strings.Join(out, " ")
 }
 
 // requireRoot skips a test that needs root, naming what is missing, except

@@ -38,10 +38,6 @@ const InitCommand = "__sandbox-init"
 // goAhead follows the spec on the spec pipe once the command is in its cgroup.
 const goAhead = 'g'
 
-// usernsHolderFlag makes init only hold a user namespace open until its
-// stdin ends (see newIdmapUserns).
-const usernsHolderFlag = "--userns-holder"
-
 // Flag names announcing init's file descriptors.
 const (
 	specFDFlag   = "--spec-fd"

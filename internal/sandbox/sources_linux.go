@@ -1,13 +1,10 @@
 package sandbox
 
 import (
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -25,11 +22,9 @@ const (
 // detached mount and returns the descriptors, to be handed to init in order
 // from firstSourceFD. On error nothing is left open.
 //
-// As root, user binds are idmapped: the sandbox's ids are shifted back onto
-// the host's, so root inside acts as the bound tree's owner (it can read what
-// the host's root can, and what it writes belongs to the host's root). The
-// root file system is not: what it holds keeps belonging to host ids the
-// sandbox does not have.
+// Nothing is idmapped: inside a bind, as everywhere, the sandbox's ids are
+// the unprivileged host range, so what it writes through a writable bind
+// belongs to those ids and can never be a host user's setuid program.
 func collectSources(s *Spec, is *initSpec) (files []*os.File, err error) {
 	detach := os.Geteuid() == 0
 	defer func() {
@@ -38,7 +33,7 @@ func collectSources(s *Spec, is *initSpec) (files []*os.File, err error) {
 			files = nil
 		}
 	}()
-	newSource := func(path string, attr uint64, isFile, idmap bool) (*source, error) {
+	newSource := func(path string, attr uint64, isFile bool) (*source, error) {
 		src := &source{Path: path, FD: -1, Attr: attr, IsFile: isFile}
 		if detach {
 			fd, err := cloneTree(path, attr)
@@ -47,11 +42,6 @@ func collectSources(s *Spec, is *initSpec) (files []*os.File, err error) {
 			}
 			src.FD = firstSourceFD + len(files)
 			files = append(files, os.NewFile(uintptr(fd), path))
-			if idmap {
-				if err := idmapMount(fd); err != nil {
-					return nil, err
-				}
-			}
 		}
 		return src, nil
 	}
@@ -90,7 +80,7 @@ func collectSources(s *Spec, is *initSpec) (files []*os.File, err error) {
 			}
 			is.Root = append(is.Root, rootEntry{Name: name, Link: target})
 		case fi.IsDir() || fi.Mode().IsRegular():
-			src, err := newSource(p, attrRootfs, !fi.IsDir(), false)
+			src, err := newSource(p, attrRootfs, !fi.IsDir())
 			if err != nil {
 				return nil, &SetupError{Step: "binding rootfs entry " + p, Err: err}
 			}
@@ -101,7 +91,7 @@ func collectSources(s *Spec, is *initSpec) (files []*os.File, err error) {
 	}
 
 	for _, n := range devNodes {
-		src, err := newSource("/dev/"+n, attrDev, true, false)
+		src, err := newSource("/dev/"+n, attrDev, true)
 		if err != nil {
 			return nil, &SetupError{Step: "binding /dev/" + n, Err: err}
 		}
@@ -117,10 +107,9 @@ func collectSources(s *Spec, is *initSpec) (files []*os.File, err error) {
 		if !b.Writable {
 			attr |= unix.MOUNT_ATTR_RDONLY
 		}
-		src, err := newSource(b.Src, attr, !fi.IsDir(), true)
+		src, err := newSource(b.Src, attr, !fi.IsDir())
 		if err != nil {
-			return nil, &SetupError{Step: "binding " + b.Src, Err: err,
-				Hint: "as root, a bind is shown through an idmapped mount, which its filesystem must support"}
+			return nil, &SetupError{Step: "binding " + b.Src, Err: err}
 		}
 		is.Binds = append(is.Binds, bindMount{Dst: b.Dst, Src: *src})
 	}
@@ -145,65 +134,4 @@ func closeAll(files []*os.File) {
 	for _, f := range files {
 		f.Close()
 	}
-}
-
-// The user namespace whose id map idmapped binds use: the sandbox's own map.
-var (
-	idmapOnce sync.Once
-	idmapFD   int
-	idmapErr  error
-)
-
-// idmapMount makes the detached mount fd show host ids as the sandbox sees
-// them.
-func idmapMount(fd int) error {
-	idmapOnce.Do(func() { idmapFD, idmapErr = newIdmapUserns() })
-	if idmapErr != nil {
-		return fmt.Errorf("creating the id-mapping user namespace: %w", idmapErr)
-	}
-	attr := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_IDMAP, Userns_fd: uint64(idmapFD)}
-	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH|unix.AT_RECURSIVE, attr); err != nil {
-		return fmt.Errorf("idmapping: %w", err)
-	}
-	return nil
-}
-
-// newIdmapUserns returns a descriptor of a user namespace with the sandbox's
-// id map, made by a short-lived holder process (this binary, blocked on its
-// stdin). It is made once per supervisor process.
-func newIdmapUserns() (int, error) {
-	self, err := os.Executable()
-	if err != nil {
-		return -1, err
-	}
-	r, w, err := os.Pipe()
-	if err != nil {
-		return -1, err
-	}
-	defer w.Close()
-	uidMap, gidMap, setgroups := idMaps()
-	pid, err := syscall.ForkExec(self, []string{"proctor", InitCommand, usernsHolderFlag}, &syscall.ProcAttr{
-		Files: []uintptr{r.Fd()},
-		Sys: &syscall.SysProcAttr{
-			Cloneflags:                 syscall.CLONE_NEWUSER,
-			UidMappings:                uidMap,
-			GidMappings:                gidMap,
-			GidMappingsEnableSetgroups: setgroups,
-			Pdeathsig:                  syscall.SIGKILL,
-		},
-	})
-	r.Close()
-	if err != nil {
-		return -1, err
-	}
-	defer func() {
-		w.Close() // the holder sees end-of-file and exits
-		var ws syscall.WaitStatus
-		for {
-			if _, err := syscall.Wait4(pid, &ws, 0, nil); !errors.Is(err, syscall.EINTR) {
-				break
-			}
-		}
-	}()
-	return unix.Open(fmt.Sprintf("/proc/%d/ns/user", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
 }
