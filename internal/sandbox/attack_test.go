@@ -94,8 +94,12 @@ func attackInitNet([]string) error {
 // attackKillInit signals init (pid 1) with everything catchable; init must
 // live on to report this command's own exit.
 func attackKillInit([]string) error {
-	for _, s := range []syscall.Signal{syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT,
-		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGPIPE, syscall.SIGTSTP} {
+	// Every signal but SIGKILL and SIGSTOP (which the kernel keeps from pid 1),
+	// the synchronous ones (SEGV, BUS, ILL, …) included.
+	for s := syscall.Signal(1); s <= 64; s++ {
+		if s == syscall.SIGKILL || s == syscall.SIGSTOP {
+			continue
+		}
 		if err := syscall.Kill(1, s); err != nil {
 			return fmt.Errorf("kill(1, %v): %w", s, err)
 		}

@@ -69,20 +69,15 @@ func RunInit(args []string) int {
 		return 0
 	}
 
-	// With limits, the command stops at its first instruction (a ptrace stop
-	// at exec) until the host has put it in its cgroup: the limits then cover
-	// the command's whole tree and nothing of init.
+	// The command stops at its first instruction (a ptrace stop at exec)
+	// until init is deaf to its signals and, with limits, until the host has
+	// put it in its cgroup: the limits then cover the command's whole tree
+	// and nothing of init.
 	pid, err := syscall.ForkExec(path, spec.Args, &syscall.ProcAttr{
 		Env:   spec.Env,
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Ptrace: spec.PlaceCommand},
+		Sys:   &syscall.SysProcAttr{Setsid: true, Ptrace: true},
 	})
-	if err == nil && spec.PlaceCommand {
-		if perr := awaitPlacement(pid, out, fromHost); perr != nil {
-			_ = syscall.Kill(pid, syscall.SIGKILL)
-			return fail(perr)
-		}
-	}
 	if err != nil {
 		code := 126
 		if errors.Is(err, unix.ENOENT) {
@@ -92,8 +87,10 @@ func RunInit(args []string) int {
 		_ = out.Encode(status{Phase: "exited", ExitCode: code})
 		return 0
 	}
-	ignoreSignals()
-	_ = out.Encode(status{Phase: "started"})
+	if err := release(pid, spec.PlaceCommand, out, fromHost); err != nil {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+		return fail(err)
+	}
 	st := reap(pid)
 	// Everything else is dead and reaped: let the host's copiers see the end
 	// of output now, without waiting for this process to be torn down.
@@ -104,9 +101,10 @@ func RunInit(args []string) int {
 	return 0
 }
 
-// awaitPlacement waits for the command's exec stop, asks the host to place
-// it, waits for the go-ahead and lets the command run.
-func awaitPlacement(pid int, out *json.Encoder, fromHost io.Reader) error {
+// release waits for the command's exec stop, makes init deaf to signals,
+// has the host place the command in its cgroup if place is set, reports the
+// start and lets the command run.
+func release(pid int, place bool, out *json.Encoder, fromHost io.Reader) error {
 	var ws syscall.WaitStatus
 	for {
 		_, err := syscall.Wait4(pid, &ws, syscall.WALL, nil)
@@ -121,12 +119,18 @@ func awaitPlacement(pid int, out *json.Encoder, fromHost io.Reader) error {
 	if !ws.Stopped() || ws.StopSignal() != syscall.SIGTRAP {
 		return &SetupError{Step: "waiting for the command to start", Err: fmt.Errorf("unexpected wait status %#x", ws)}
 	}
-	if err := out.Encode(status{Phase: "placing"}); err != nil {
-		return &SetupError{Step: "asking the host to place the command", Err: err}
+	ignoreSignals()
+	if place {
+		if err := out.Encode(status{Phase: "placing"}); err != nil {
+			return &SetupError{Step: "asking the host to place the command", Err: err}
+		}
+		var b [2]byte // the newline ending the spec, then the go-ahead
+		if _, err := io.ReadFull(fromHost, b[:]); err != nil || b[1] != goAhead {
+			return &SetupError{Step: "waiting for the command's cgroup", Err: fmt.Errorf("no go-ahead from the host (%v)", err)}
+		}
 	}
-	var b [2]byte // the newline ending the spec, then the go-ahead
-	if _, err := io.ReadFull(fromHost, b[:]); err != nil || b[1] != goAhead {
-		return &SetupError{Step: "waiting for the command's cgroup", Err: fmt.Errorf("no go-ahead from the host (%v)", err)}
+	if err := out.Encode(status{Phase: "started"}); err != nil {
+		return &SetupError{Step: "reporting the start", Err: err}
 	}
 	if err := syscall.PtraceDetach(pid); err != nil {
 		return &SetupError{Step: "releasing the command", Err: err}
@@ -134,13 +138,23 @@ func awaitPlacement(pid int, out *json.Encoder, fromHost io.Reader) error {
 	return nil
 }
 
-// ignoreSignals makes init deaf to the signals the command could send it, so
-// the command cannot stop init early (pid 1 gets only signals it does not
-// ignore). It runs after the command was forked: SIG_IGN is inherited across
-// fork and exec, and init forks nothing after the command.
+// ignoreSignals makes init deaf to every signal the command could send it
+// (pid 1 gets only signals it does not ignore; for the synchronous ones Go
+// cannot ignore in the kernel, its handler drops those sent by a process).
+// It runs while the command is stopped at exec: SIG_IGN is inherited across
+// fork and exec, so it must come after the fork, and init forks nothing more.
+// SIGCHLD stays (ignoring it would reap children behind init's back), and so
+// does SIGURG, the runtime's own preemption signal.
 func ignoreSignals() {
-	signal.Ignore(syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGPIPE,
-		syscall.SIGUSR1, syscall.SIGUSR2, syscall.SIGALRM, syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU)
+	var sigs []os.Signal
+	for s := syscall.Signal(1); s <= 64; s++ {
+		switch s {
+		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG:
+			continue
+		}
+		sigs = append(sigs, s)
+	}
+	signal.Ignore(sigs...)
 }
 
 func parseInitArgs(args []string) (specFD, statusFD int, err error) {

@@ -491,9 +491,15 @@ func TestCleanProcessState(t *testing.T) {
 // status is what gets reported.
 func TestInitIgnoresSignals(t *testing.T) {
 	requireRoot(t)
-	res, out, errOut := runSpec(t, attackSpec(t, "killinit"))
-	if res.ExitCode != 7 || !strings.Contains(out, "init survived") {
-		t.Errorf("after signalling init: %+v, %q %q; want the command's own exit 7", res, out, errOut)
+	for _, pids := range []int64{0, 64} { // without and with a cgroup placement
+		for i := 0; i < 5; i++ {
+			spec := attackSpec(t, "killinit")
+			spec.Limits.Pids = pids
+			res, out, errOut := runSpec(t, spec)
+			if res.ExitCode != 7 || !strings.Contains(out, "init survived") {
+				t.Fatalf("after signalling init (pids %d): %+v, %q %q; want the command's own exit 7", pids, res, out, errOut)
+			}
+		}
 	}
 }
 

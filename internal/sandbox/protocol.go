@@ -16,13 +16,14 @@ package sandbox
 //	    |                                              |  rlimits, caps, no_new_privs,
 //	    |                                              |  seccomp (TSYNC)
 //	    |<------------------- {"phase":"error",...} ---|  on any failure: exit 125
-//	    |                                              |  fork+exec the command; with
-//	    |                                              |  limits it stops at exec (ptrace)
+//	    |                                              |  fork+exec the command: it stops
+//	    |                                              |  at exec (ptrace); init ignores
+//	    |                                              |  every signal it can
 //	    |<------------------- {"phase":"placing"} -----|  (limits only)
 //	    |   find init's only child, put it in the      |
 //	    |   cgroup                                     |
-//	    |-- go-ahead byte on the spec pipe ----------->|  PTRACE_DETACH: the command runs
-//	    |<------------------- {"phase":"started"} -----|
+//	    |-- go-ahead byte on the spec pipe ----------->|
+//	    |<------------------- {"phase":"started"} -----|  PTRACE_DETACH: the command runs
 //	    |   copy stdout/stderr under the output cap;   |  reap every child; when the
 //	    |   deadline timer; on expiry SIGKILL init     |  command ends, SIGKILL all
 //	    |   (the kernel then kills the whole pid ns)    |  others and reap them
@@ -55,8 +56,8 @@ type initSpec struct {
 	Env      []string    `json:"env"`      // the complete environment
 	Hostname string      `json:"hostname"` // uts name
 	Args     []string    `json:"args"`     // command
-	// PlaceCommand stops the command at exec until the host has placed it
-	// in the run's cgroup (set when there are limits).
+	// PlaceCommand holds the command at its exec stop until the host has
+	// placed it in the run's cgroup (set when there are limits).
 	PlaceCommand bool       `json:"place_command"`
 	TestHooks    *testHooks `json:"test_hooks"` // nil except in this package's tests
 }
