@@ -788,3 +788,50 @@ func TestNoMountPropagation(t *testing.T) {
 		t.Errorf("mounts made for a sandbox appeared outside it:\n%s", out)
 	}
 }
+
+// A rootfs entry is never followed on the host, even when it is swapped for
+// a symlink while the sandbox is being built (the host opens it once,
+// beneath the rootfs, without following symlinks, and clones the mount from
+// that descriptor).
+func TestRootfsSymlinkSwapNotFollowed(t *testing.T) {
+	requireRoot(t)
+	root := busyboxRootfs(t)
+	secret := worldReadableDir(t)
+	if err := os.WriteFile(filepath.Join(secret, "marker"), []byte("host secret"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// /x alternates between an empty directory and a symlink to the secret.
+	dir, link := filepath.Join(root, "x"), filepath.Join(root, "x-link")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(secret, link); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				_ = unix.Renameat2(unix.AT_FDCWD, dir, unix.AT_FDCWD, link, unix.RENAME_EXCHANGE)
+			}
+		}
+	}()
+	seen := 0
+	for i := 0; i < 150; i++ {
+		var out bytes.Buffer
+		_, err := Run(context.Background(), Spec{Rootfs: root, Args: []string{"sh", "-c", "cat /x/marker /x-link/marker 2>/dev/null"}, Stdout: &out})
+		if err == nil && strings.Contains(out.String(), "host secret") {
+			seen++
+		}
+	}
+	close(stop)
+	<-done
+	if seen > 0 {
+		t.Errorf("a host directory behind a swapped rootfs symlink was visible inside in %d of 150 runs", seen)
+	}
+}

@@ -67,11 +67,15 @@ type initSpec struct {
 // descriptor FD: init, an unprivileged id on the host, never looks host paths
 // up. Without root, FD is -1 and init clones Path itself, with the caller's
 // own access rights.
+//
+// Beneath marks a rootfs entry: init (without root) opens it in its
+// directory without following symlinks, as the host does.
 type source struct {
-	Path   string `json:"path"`
-	FD     int    `json:"fd"`
-	Attr   uint64 `json:"attr"`
-	IsFile bool   `json:"is_file"`
+	Path    string `json:"path"`
+	FD      int    `json:"fd"`
+	Attr    uint64 `json:"attr"`
+	IsFile  bool   `json:"is_file"`
+	Beneath bool   `json:"beneath,omitempty"`
 }
 
 // rootEntry is one name at the top of / (or of /dev): a symlink to recreate,

@@ -111,7 +111,8 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	}
 	defer closeAll(mounts)
 
-	exe, closeExe, err := initBinary()
+	// Init gets 5+len(mounts) descriptors (stdio, two pipes, the mounts).
+	exe, closeExe, err := initBinary(firstSourceFD + len(mounts))
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +357,11 @@ func cgroupName() string {
 // seen through a private read-only bind mount, so nothing in the sandbox can
 // open it for writing through /proc/1/exe (the runc CVE-2019-5736 class); init
 // is also non-dumpable, which guards the unprivileged case.
-func initBinary() (string, func(), error) {
+//
+// The path is /proc/self/fd/N, resolved in the child after its descriptors
+// 0…nfiles-1 are in place (and after Go has used the numbers just above them
+// to shuffle): N is moved well above all of them.
+func initBinary(nfiles int) (string, func(), error) {
 	self, err := os.Executable()
 	if err != nil {
 		return "", nil, &SetupError{Step: "finding the proctor binary", Err: err}
@@ -364,7 +369,12 @@ func initBinary() (string, func(), error) {
 	if os.Geteuid() != 0 {
 		return self, func() {}, nil
 	}
-	fd, err := cloneTree(self, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	m, err := cloneTree(self, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
+	if err != nil {
+		return "", nil, &SetupError{Step: "protecting the proctor binary", Err: err}
+	}
+	fd, err := unix.FcntlInt(uintptr(m), unix.F_DUPFD_CLOEXEC, 2*nfiles+16)
+	unix.Close(m)
 	if err != nil {
 		return "", nil, &SetupError{Step: "protecting the proctor binary", Err: err}
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -63,31 +64,36 @@ func collectSources(s *Spec, is *initSpec) (files []*os.File, err error) {
 			}
 		}
 	}
+	// The rootfs may be writable by someone else (an image another sandbox
+	// could change): its entries are opened beneath it without following any
+	// symlink, and the mount is cloned from that descriptor, never by name.
+	dirfd, err := unix.Open(rootDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, &SpecError{Field: "rootfs", Value: rootDir, Err: err}
+	}
+	defer unix.Close(dirfd)
 	for _, name := range names {
 		p := filepath.Join(rootDir, name)
-		fi, err := os.Lstat(p)
-		if os.IsNotExist(err) && s.Rootfs == RootfsHost {
+		fd, err := openEntry(dirfd, name)
+		if errors.Is(err, unix.ENOENT) && s.Rootfs == RootfsHost {
 			continue // a host without /lib64, say
 		}
 		if err != nil {
 			return nil, &SpecError{Field: "rootfs", Value: p, Err: err}
 		}
-		switch {
-		case fi.Mode()&os.ModeSymlink != 0:
-			target, err := os.Readlink(p)
-			if err != nil {
-				return nil, &SpecError{Field: "rootfs", Value: p, Err: err}
-			}
-			is.Root = append(is.Root, rootEntry{Name: name, Link: target})
-		case fi.IsDir() || fi.Mode().IsRegular():
-			src, err := newSource(p, attrRootfs, !fi.IsDir())
-			if err != nil {
-				return nil, &SetupError{Step: "binding rootfs entry " + p, Err: err}
-			}
-			is.Root = append(is.Root, rootEntry{Name: name, Src: src})
-		default:
-			// Device nodes, fifos and sockets in a rootfs are not carried in.
+		entry, err := rootfsEntry(fd, name, p, detach)
+		unix.Close(fd)
+		if err != nil {
+			return nil, &SetupError{Step: "binding rootfs entry " + p, Err: err}
 		}
+		if entry.Name == "" {
+			continue // device nodes, fifos and sockets are not carried in
+		}
+		if entry.Src != nil && entry.Src.FD == firstSourceFD {
+			entry.Src.FD = firstSourceFD + len(files)
+			files = append(files, os.NewFile(uintptr(entry.fd), p))
+		}
+		is.Root = append(is.Root, entry.rootEntry)
 	}
 
 	for _, n := range devNodes {
@@ -123,11 +129,80 @@ func (s *source) mount() (int, error) {
 		unix.CloseOnExec(s.FD)
 		return s.FD, nil
 	}
-	fd, err := cloneTree(s.Path, s.Attr)
+	if !s.Beneath {
+		fd, err := cloneTree(s.Path, s.Attr)
+		if err != nil {
+			return -1, fmt.Errorf("%s: %w", s.Path, err)
+		}
+		return fd, nil
+	}
+	dirfd, err := unix.Open(filepath.Dir(s.Path), unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	defer unix.Close(dirfd)
+	fd, err := openEntry(dirfd, filepath.Base(s.Path))
 	if err != nil {
 		return -1, fmt.Errorf("%s: %w", s.Path, err)
 	}
-	return fd, nil
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return -1, err
+	}
+	if isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR; isDir == s.IsFile || (!isDir && st.Mode&unix.S_IFMT != unix.S_IFREG) {
+		return -1, fmt.Errorf("%s changed type since it was looked at", s.Path)
+	}
+	return detachTree(fd, "", unix.AT_EMPTY_PATH, s.Attr)
+}
+
+// openEntry opens name in dirfd as an O_PATH descriptor without following any
+// symlink: a symlink is opened as itself.
+func openEntry(dirfd int, name string) (int, error) {
+	if name == "" || name == "." || name == ".." || strings.ContainsRune(name, '/') {
+		return -1, fmt.Errorf("bad entry name %q", name)
+	}
+	return unix.Openat2(dirfd, name, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+}
+
+// openedEntry is a rootfs entry and, as root, its detached mount.
+type openedEntry struct {
+	rootEntry
+	fd int
+}
+
+// rootfsEntry describes the entry open at fd: a symlink to recreate, a
+// directory or file to mount (cloned from fd itself when detach is set), or
+// nothing (Name "") for anything else.
+func rootfsEntry(fd int, name, path string, detach bool) (openedEntry, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return openedEntry{}, err
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFLNK:
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(fd, "", buf)
+		if err != nil {
+			return openedEntry{}, err
+		}
+		return openedEntry{rootEntry: rootEntry{Name: name, Link: string(buf[:n])}, fd: -1}, nil
+	case unix.S_IFDIR, unix.S_IFREG:
+		src := &source{Path: path, FD: -1, Attr: attrRootfs, IsFile: st.Mode&unix.S_IFMT == unix.S_IFREG, Beneath: true}
+		e := openedEntry{rootEntry: rootEntry{Name: name, Src: src}, fd: -1}
+		if detach {
+			m, err := detachTree(fd, "", unix.AT_EMPTY_PATH, attrRootfs)
+			if err != nil {
+				return openedEntry{}, err
+			}
+			e.fd, src.FD = m, firstSourceFD // the caller numbers it
+		}
+		return e, nil
+	}
+	return openedEntry{}, nil
 }
 
 func closeAll(files []*os.File) {
