@@ -577,6 +577,7 @@ func TestSpecErrors(t *testing.T) {
 		{"workdir", Spec{Rootfs: RootfsHost, Args: []string{"true"}, Workdir: "rel"}},
 		{"env", Spec{Rootfs: RootfsHost, Args: []string{"true"}, Env: []string{"NOEQUALS"}}},
 		{"memory", Spec{Rootfs: RootfsHost, Args: []string{"true"}, Limits: Limits{MemoryBytes: -1}}},
+		{"bind/tmpfs", Spec{Rootfs: RootfsHost, Args: []string{"true"}, Binds: []Bind{{Src: "/etc", Dst: "/w"}}, Tmpfs: []Tmpfs{{Dst: "/w/"}}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.field, func(t *testing.T) {
@@ -833,5 +834,30 @@ func TestRootfsSymlinkSwapNotFollowed(t *testing.T) {
 	<-done
 	if seen > 0 {
 		t.Errorf("a host directory behind a swapped rootfs symlink was visible inside in %d of 150 runs", seen)
+	}
+}
+
+// A tmpfs under a bind's destination is mounted on the bind, not hidden
+// under it, whatever the order they were given in: writes to it never reach
+// the bound host directory.
+func TestNestedMountsAreNotShadowed(t *testing.T) {
+	requireRoot(t)
+	dir := worldReadableDir(t)
+	if err := os.Chown(dir, IDMapBase, IDMapBase); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "cache"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(filepath.Join(dir, "cache"), IDMapBase, IDMapBase)
+	res, out, errOut := runSpec(t, Spec{Rootfs: RootfsHost,
+		Tmpfs: []Tmpfs{{Dst: "/work/cache"}},
+		Binds: []Bind{{Src: dir, Dst: "/work", Writable: true}},
+		Args:  []string{"sh", "-c", "echo x > /work/cache/f && echo ok"}})
+	if res.ExitCode != 0 || !strings.Contains(out, "ok") {
+		t.Fatalf("exit %d: %q %q", res.ExitCode, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cache", "f")); err == nil {
+		t.Error("a write to the tmpfs under the bind reached the host directory: the tmpfs was shadowed")
 	}
 }

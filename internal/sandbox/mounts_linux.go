@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -81,14 +82,19 @@ func (b *rootBuilder) build() error {
 	if err := b.mountTmpfs("/tmp", 0, 0o1777, false); err != nil {
 		return err
 	}
-	for _, t := range b.spec.Tmpfs {
-		if err := b.mountTmpfs(t.Dst, t.SizeBytes, 0o755, false); err != nil {
-			return err
+	// User mounts go shallowest first, so none covers another (a tmpfs
+	// under a bind's destination lands on the bind, not under it).
+	for _, um := range userMountOrder(b.spec) {
+		if um.bind < 0 {
+			t := b.spec.Tmpfs[um.tmpfs]
+			if err := b.mountTmpfs(t.Dst, t.SizeBytes, 0o755, false); err != nil {
+				return err
+			}
+			continue
 		}
-	}
-	for i, bd := range b.spec.Binds {
-		err := b.attachAt(binds[i], bd.Dst, bd.Src.IsFile)
-		unix.Close(binds[i])
+		bd := b.spec.Binds[um.bind]
+		err := b.attachAt(binds[um.bind], bd.Dst, bd.Src.IsFile)
+		unix.Close(binds[um.bind])
 		if err != nil {
 			return &SetupError{Step: fmt.Sprintf("binding %s at %s", bd.Src.Path, bd.Dst), Err: err,
 				Hint: "the destination must exist in the root, or lie under /tmp or a --tmpfs"}
@@ -110,6 +116,28 @@ func (b *rootBuilder) build() error {
 		return &SetupError{Step: "making / read-only", Err: err}
 	}
 	return b.pivot()
+}
+
+// userMount is one user bind (bind >= 0) or tmpfs (tmpfs >= 0).
+type userMount struct {
+	dst         string
+	bind, tmpfs int
+}
+
+// userMountOrder lists the user's binds and tmpfs mounts by depth of their
+// destination, in the order given among equals. Validation has refused two
+// mounts on one destination.
+func userMountOrder(spec *initSpec) []userMount {
+	var ms []userMount
+	for i, b := range spec.Binds {
+		ms = append(ms, userMount{dst: b.Dst, bind: i, tmpfs: -1})
+	}
+	for i, t := range spec.Tmpfs {
+		ms = append(ms, userMount{dst: t.Dst, bind: -1, tmpfs: i})
+	}
+	depth := func(p string) int { return strings.Count(filepath.Clean(p), "/") }
+	sort.SliceStable(ms, func(i, j int) bool { return depth(ms[i].dst) < depth(ms[j].dst) })
+	return ms
 }
 
 // detachEntries returns a detached mount for every entry with a source, -1

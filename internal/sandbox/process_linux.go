@@ -46,8 +46,9 @@ func startInit(exe string, files []*os.File) (*initProcess, error) {
 		Sys: &syscall.SysProcAttr{
 			// Every namespace at once, so that all of init's threads (and
 			// so everything /proc/1/task/* shows) are inside them too. The
-			// cgroup namespace's root is the supervisor's cgroup: with limits
-			// the command is placed in a cgroup below it.
+			// cgroup namespace's root is the supervisor's cgroup; with limits
+			// the command is placed in its own cgroup, which the command sees
+			// relative to that root.
 			Cloneflags: syscall.CLONE_NEWUSER | syscall.CLONE_NEWNS | syscall.CLONE_NEWPID |
 				syscall.CLONE_NEWNET | syscall.CLONE_NEWIPC | syscall.CLONE_NEWUTS | syscall.CLONE_NEWCGROUP,
 			UidMappings:                uidMap,

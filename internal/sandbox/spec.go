@@ -143,6 +143,14 @@ func (s *Spec) validate() error {
 			return &SpecError{Field: "tmpfs", Value: t.Dst, Err: fmt.Errorf("negative size")}
 		}
 	}
+	seen := map[string]bool{}
+	for _, d := range s.userMountDsts() {
+		c := filepath.Clean(d)
+		if seen[c] {
+			return &SpecError{Field: "bind/tmpfs", Value: d, Err: fmt.Errorf("two mounts on one destination")}
+		}
+		seen[c] = true
+	}
 	for _, m := range s.Masks {
 		if err := checkInsidePath(m); err != nil {
 			return &SpecError{Field: "mask", Value: m, Err: err}
@@ -174,6 +182,17 @@ func (s *Spec) validate() error {
 		return &SpecError{Field: "output-limit", Err: fmt.Errorf("negative")}
 	}
 	return nil
+}
+
+func (s *Spec) userMountDsts() []string {
+	var ds []string
+	for _, b := range s.Binds {
+		ds = append(ds, b.Dst)
+	}
+	for _, t := range s.Tmpfs {
+		ds = append(ds, t.Dst)
+	}
+	return ds
 }
 
 // checkInsidePath accepts a clean absolute path other than "/" for a mount
