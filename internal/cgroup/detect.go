@@ -43,10 +43,12 @@ type Info struct {
 	Controllers map[string]bool
 	// Roots maps each usable controller (and "cpuacct" when usable on v1) to
 	// the caller's own cgroup directory in its hierarchy: New creates groups
-	// directly below it.
+	// directly below it, unless on v2 that cgroup holds other processes and
+	// New falls back to <cgroup2 root>/proctor (see New).
 	Roots map[string]string
-	// Unified is the caller's cgroup directory in the unified hierarchy, or
-	// "" when no cgroup2 filesystem covering it is mounted.
+	// Unified is the caller's cgroup directory in the unified hierarchy
+	// (the one above it when the caller is in the supervisor leaf New moved
+	// it to), or "" when no cgroup2 filesystem covering it is mounted.
 	Unified string
 	// Reasons explains, for each unusable controller, why.
 	Reasons map[string]string
@@ -66,7 +68,10 @@ type v1Hier struct {
 
 // v2Node is the caller's cgroup in the unified hierarchy.
 type v2Node struct {
+	// parent is the caller's cgroup directory or, when the caller is in
+	// the supervisor leaf New moved it to, the directory above that leaf.
 	parent    string
+	mount     string          // the cgroup2 mount point: the fallback's root
 	available map[string]bool // cgroup.controllers of parent
 	enabled   map[string]bool // cgroup.subtree_control of parent
 	canCreate bool
@@ -129,7 +134,12 @@ func (s *sysfs) detect() (*layout, error) {
 			if !ok {
 				continue
 			}
-			n := &v2Node{parent: dir, canCreate: s.writable(dir)}
+			mount := s.abs(m.mountPoint)
+			if dir != mount && filepath.Base(dir) == supervisorName(os.Getpid()) {
+				// An earlier New moved us here: groups go beside the leaf.
+				dir = filepath.Dir(dir)
+			}
+			n := &v2Node{parent: dir, mount: mount, canCreate: s.writable(dir)}
 			if data, _, err := readOptional(filepath.Join(dir, "cgroup.controllers")); err == nil {
 				n.available = parseSet(data)
 			}

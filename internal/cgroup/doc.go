@@ -10,17 +10,25 @@
 // each controller lives is read from /proc/self/cgroup and
 // /proc/self/mountinfo, never assumed.
 //
+// On cgroup v2 the caller's cgroup cannot give its children controllers
+// while processes are in it (the "no internal processes" rule). New then
+// moves the caller, if it is alone there, into a leaf
+// "proctor-supervisor-<pid>" beside its groups, or, for root, creates the
+// groups below "<cgroup2 root>/proctor", outside the caller's cgroup; New
+// documents the order. Otherwise it explains the rule and how to run.
+//
 // What the package must never do:
 //
 //   - weaken a limit silently: if a controller that a requested limit needs is
 //     unusable, New fails with a *MissingControllersError and creates nothing,
 //     and the caller decides whether to run without it;
-//   - move processes it was not given (in particular it never moves the
-//     caller out of its cgroup to satisfy the cgroup v2 "no internal
-//     processes" rule: it explains the problem instead);
+//   - move processes it was not given, with one exception: on v2, New moves
+//     the calling process itself (never another) into its supervisor leaf,
+//     and only when the caller is the sole process in its cgroup;
 //   - signal a process that is not in the group (pids are pinned with a pidfd
 //     and their membership re-checked before SIGKILL);
 //   - remove a cgroup it did not create, except empty "proctor-<pid>-*"
-//     leftovers of dead supervisors in CleanStale;
+//     leftovers and "proctor-supervisor-<pid>" leaves of dead supervisors in
+//     CleanStale;
 //   - know anything about sandboxes, tasks or namespaces.
 package cgroup

@@ -13,7 +13,8 @@ var (
 
 	// ErrInternalProcesses means a cgroup v2 controller could not be enabled
 	// for children of the caller's cgroup because that cgroup has processes
-	// in it (the "no internal processes" rule).
+	// in it (the "no internal processes" rule), and New could neither move
+	// the caller to a leaf of its own nor, as root, use <cgroup2 root>/proctor.
 	ErrInternalProcesses = errors.New("cgroup: caller's cgroup has processes in it")
 
 	// ErrInvalidName means the group name is empty, too long or not a single

@@ -133,7 +133,7 @@ func TestFakeV1New(t *testing.T) {
 				t.Fatal(err)
 			}
 			for _, p := range g.Paths() {
-				if got := k.read(filepath.Join(p, "cgroup.procs")); got != "4242" {
+				if got := k.read(filepath.Join(p, "cgroup.procs")); got != "4242\n" {
 					t.Errorf("%s/cgroup.procs = %q", p, got)
 				}
 				// Let Destroy succeed: the fake has no real process.

@@ -147,6 +147,59 @@ func TestFakeV2New(t *testing.T) {
 	}
 }
 
+// TestFakeV2OptionalFiles covers kernels without swap accounting
+// (no memory.swap.max) or before 5.19 (no memory.peak): New and Stats work,
+// and New never creates an interface file.
+func TestFakeV2OptionalFiles(t *testing.T) {
+	tests := []struct {
+		name      string
+		absent    string
+		wantFiles map[string]string
+		wantStats Stats
+	}{
+		{"all present", "", map[string]string{"memory.max": "33554432", "memory.swap.max": "0"},
+			Stats{OOMKills: 2, PidsLimitHits: 5, MemoryPeakBytes: 1234567}},
+		{"no swap accounting", "memory.swap.max", map[string]string{"memory.max": "33554432"},
+			Stats{OOMKills: 2, PidsLimitHits: 5, MemoryPeakBytes: 1234567}},
+		{"no memory.peak", "memory.peak", map[string]string{"memory.max": "33554432", "memory.swap.max": "0"},
+			Stats{OOMKills: 2, PidsLimitHits: 5}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			k := newFakeV2(t, "cpu memory pids", "")
+			if tt.absent != "" {
+				k.absent[tt.absent] = true
+			}
+			g, err := k.sysfs().newGroup("proctor-1-a", Limits{MemoryBytes: 32 << 20, Pids: 8})
+			if err != nil {
+				t.Fatal(err)
+			}
+			dir := g.Paths()[0]
+			for f, want := range tt.wantFiles {
+				if got := k.read(filepath.Join(dir, f)); got != want {
+					t.Errorf("%s = %q, want %q", f, got, want)
+				}
+			}
+			if tt.absent != "" && exists(filepath.Join(dir, tt.absent)) {
+				t.Errorf("%s created", tt.absent)
+			}
+			rel := strings.TrimPrefix(dir, k.root)
+			k.file(rel+"/memory.events", "low 0\nhigh 0\nmax 9\noom 3\noom_kill 2\n")
+			k.file(rel+"/pids.events", "max 5\n")
+			if tt.absent != "memory.peak" {
+				k.file(rel+"/memory.peak", "1234567\n")
+			}
+			st, err := g.Stats()
+			if err != nil || st != tt.wantStats {
+				t.Errorf("Stats = %+v, %v; want %+v", st, err, tt.wantStats)
+			}
+			if err := g.Destroy(); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
 func TestFakeV2MissingCreatesNothing(t *testing.T) {
 	tests := []struct {
 		name        string
@@ -193,26 +246,6 @@ func TestFakeV2EnableDenied(t *testing.T) {
 	k.sameTree(before)
 }
 
-func TestFakeV2InternalProcesses(t *testing.T) {
-	k := newFakeV2(t, "cpu memory pids", "")
-	k.file(fakeV2Parent+"/cgroup.procs", "4242\n")
-	before := k.snapshot()
-	_, err := k.sysfs().newGroup("proctor-1-a", Limits{MemoryBytes: 1 << 20, Pids: 8})
-	if !errors.Is(err, ErrInternalProcesses) || !errors.Is(err, syscall.EBUSY) {
-		t.Fatalf("err = %v, want ErrInternalProcesses wrapping EBUSY", err)
-	}
-	for _, want := range []string{"memory,pids", "Delegate=yes", "systemd-run"} {
-		if !strings.Contains(err.Error(), want) {
-			t.Errorf("error %q does not mention %q", err, want)
-		}
-	}
-	k.sameTree(before)
-	// The caller's process was not moved anywhere.
-	if got := k.read(k.abs(fakeV2Parent + "/cgroup.procs")); got != "4242\n" {
-		t.Errorf("cgroup.procs = %q", got)
-	}
-}
-
 func TestFakeV2FailureRemovesDirectory(t *testing.T) {
 	k := newFakeV2(t, "cpu memory pids", "")
 	k.failWrite["cpu.max"] = syscall.EINVAL
@@ -238,7 +271,7 @@ func TestFakeV2GroupOps(t *testing.T) {
 		if err := g.AddProc(4242); err != nil {
 			t.Fatal(err)
 		}
-		if got := k.read(filepath.Join(dir, "cgroup.procs")); got != "4242" {
+		if got := k.read(filepath.Join(dir, "cgroup.procs")); got != "4242\n" {
 			t.Fatalf("cgroup.procs = %q", got)
 		}
 		for _, bad := range []int{0, -1, os.Getpid()} {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -15,18 +16,24 @@ import (
 // fakeKernel is a temporary directory tree standing in for /proc/self and
 // the cgroup filesystems, with hooks that behave like the kernel where the
 // package depends on it: mkdir populates interface files, writes to
-// cgroup.subtree_control obey the v2 rules, cgroup.kill empties
+// cgroup.subtree_control obey the v2 rules (EBUSY while the cgroup holds
+// processes, children's cgroup.controllers follow), writing a pid to
+// cgroup.procs moves it out of every other cgroup of the hierarchy (and, for
+// this process on v2, updates /proc/self/cgroup), cgroup.kill empties
 // cgroup.procs, rmdir refuses populated cgroups.
 type fakeKernel struct {
 	t    *testing.T
 	root string
 
 	mu        sync.Mutex
-	v1        map[string][]string // mount directory (absolute) → controllers
-	v2        string              // cgroup2 mount directory, or ""
-	readOnly  map[string]bool     // absolute paths the caller may not write
-	failWrite map[string]error    // interface file name → error its writes return
-	writes    []string            // "path=data" of every write, in order
+	v1        map[string][]string       // mount directory (absolute) → controllers
+	v2        string                    // cgroup2 mount directory, or ""
+	readOnly  map[string]bool           // absolute paths the caller may not write
+	failWrite map[string]error          // interface file name → error its writes return
+	writes    []string                  // "path=data" of every write, in order
+	euid      int                       // what sysfs.euid reports; not root unless a test says so
+	absent    map[string]bool           // interface file names this kernel lacks
+	afterMove func(dir string, pid int) // called after a pid is moved into dir, if set
 }
 
 func newFakeKernel(t *testing.T, mountinfo, procCgroup string) *fakeKernel {
@@ -37,6 +44,8 @@ func newFakeKernel(t *testing.T, mountinfo, procCgroup string) *fakeKernel {
 		v1:        map[string][]string{},
 		readOnly:  map[string]bool{},
 		failWrite: map[string]error{},
+		euid:      1000,
+		absent:    map[string]bool{},
 	}
 	k.file("/proc/self/mountinfo", mountinfo)
 	k.file("/proc/self/cgroup", procCgroup)
@@ -56,7 +65,8 @@ func newFakeKernel(t *testing.T, mountinfo, procCgroup string) *fakeKernel {
 }
 
 func (k *fakeKernel) sysfs() *sysfs {
-	return &sysfs{root: k.root, mkdir: k.mkdir, rmdir: k.rmdir, write: k.write, writable: k.writable}
+	return &sysfs{root: k.root, mkdir: k.mkdir, rmdir: k.rmdir, write: k.write, writable: k.writable,
+		euid: func() int { return k.euid }}
 }
 
 func (k *fakeKernel) abs(p string) string { return filepath.Join(k.root, p) }
@@ -168,6 +178,9 @@ func (k *fakeKernel) populate(dir string) error {
 		}
 	}
 	for name, data := range files {
+		if k.absent[name] {
+			continue
+		}
 		p := filepath.Join(dir, name)
 		if _, err := os.Stat(p); err == nil {
 			continue // set up by the test
@@ -228,12 +241,117 @@ func (k *fakeKernel) write(p, data string) error {
 			set[c] = tok[0] == '+'
 		}
 		data = joinSet(set)
+		if err := k.setChildControllers(dir, data); err != nil {
+			return err
+		}
+	case "cgroup.procs":
+		return k.move(dir, data)
 	case "cgroup.kill":
 		if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), nil, 0o644); err != nil {
 			return err
 		}
 	}
 	return writeFile(p, data)
+}
+
+// setChildControllers makes the children of the v2 cgroup dir offer the
+// controllers its subtree_control now enables, as the kernel does.
+func (k *fakeKernel) setChildControllers(dir, enabled string) error {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if e.IsDir() {
+			if err := os.WriteFile(filepath.Join(dir, e.Name(), "cgroup.controllers"), []byte(enabled+"\n"), 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// move puts the process named by data (0: this one) into the cgroup dir and
+// takes it out of every other cgroup of the same hierarchy. As on the kernel
+// it refuses, with EBUSY, a v2 cgroup other than the root that has
+// controllers enabled for its children.
+func (k *fakeKernel) move(dir, data string) error {
+	file := filepath.Join(dir, "cgroup.procs")
+	pid, err := strconv.Atoi(strings.TrimSpace(data))
+	if err != nil || pid < 0 {
+		return &os.PathError{Op: "write", Path: file, Err: syscall.EINVAL}
+	}
+	if pid == 0 {
+		pid = os.Getpid()
+	}
+	mount, v2, _ := k.mountOf(dir)
+	if v2 && dir != mount && strings.TrimSpace(readOr(filepath.Join(dir, "cgroup.subtree_control"), "")) != "" {
+		return &os.PathError{Op: "write", Path: file, Err: syscall.EBUSY}
+	}
+	if err := k.movePid(mount, dir, pid); err != nil {
+		return err
+	}
+	if k.afterMove != nil {
+		k.afterMove(dir, pid)
+	}
+	return nil
+}
+
+func (k *fakeKernel) movePid(mount, dir string, pid int) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	file := filepath.Join(dir, "cgroup.procs")
+	err := filepath.WalkDir(mount, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || d.Name() != "cgroup.procs" {
+			return err
+		}
+		pids, err := parsePids(readOr(p, ""))
+		if err != nil {
+			return err
+		}
+		kept := slices.DeleteFunc(slices.Clone(pids), func(q int) bool { return q == pid })
+		if len(kept) == len(pids) {
+			return nil
+		}
+		return os.WriteFile(p, []byte(pidLines(kept)), 0o644)
+	})
+	if err != nil {
+		return err
+	}
+	pids, err := parsePids(readOr(file, ""))
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(file, []byte(pidLines(append(pids, pid))), 0o644); err != nil {
+		return err
+	}
+	if mount == k.v2 && pid == os.Getpid() {
+		// The fake's cgroup2 mounts expose the whole hierarchy (root "/").
+		rel, err := filepath.Rel(mount, dir)
+		if err != nil {
+			return err
+		}
+		own := readOr(k.abs("/proc/self/cgroup"), "")
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(own), "\n") {
+			if strings.HasPrefix(l, "0::") {
+				l = "0::" + filepath.Join("/", rel)
+			}
+			lines = append(lines, l)
+		}
+		if err := os.WriteFile(k.abs("/proc/self/cgroup"), []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func pidLines(pids []int) string {
+	var b strings.Builder
+	for _, p := range pids {
+		b.WriteString(strconv.Itoa(p) + "\n")
+	}
+	return b.String()
 }
 
 func (k *fakeKernel) writable(p string) bool {

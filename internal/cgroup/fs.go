@@ -20,6 +20,7 @@ type sysfs struct {
 	rmdir    func(path string) error       // remove a cgroup directory
 	write    func(path, data string) error // write one value to an interface file
 	writable func(path string) bool        // may the caller write to path?
+	euid     func() int                    // the caller's effective uid
 }
 
 func hostFS() *sysfs {
@@ -29,6 +30,7 @@ func hostFS() *sysfs {
 		rmdir:    rmdirPath,
 		write:    writeFile,
 		writable: canWrite,
+		euid:     os.Geteuid,
 	}
 }
 

@@ -44,6 +44,7 @@ type target struct {
 	controllers []string
 	enable      []string // v2: controllers to enable in parent's subtree_control
 	optional    bool     // skip it, rather than fail, if it cannot be created
+	v2root      string   // v2: the cgroup2 mount point, for placeV2's fallback
 }
 
 // UniqueName returns a name for New of the form "proctor-<pid>-<random>",
@@ -60,11 +61,34 @@ func UniqueName() string {
 // processes; on v1 a cpuacct directory is added, when possible, for CPU
 // usage.
 //
+// On v2 a controller can be enabled for the children of a cgroup only while
+// that cgroup holds no process (the "no internal processes" rule), so when
+// the caller's cgroup holds processes New places the group by the first of
+// these that works:
+//
+//  1. below the caller's own cgroup <own>, when the controllers are already
+//     enabled in <own>/cgroup.subtree_control or enabling them succeeds;
+//  2. when <own> holds no process but the caller (a delegated scope, as
+//     under systemd-run --scope -p Delegate=yes): New moves the calling
+//     process, and only it, into the leaf <own>/proctor-supervisor-<pid>,
+//     enables the controllers in <own> and creates the group as
+//     <own>/<name>. The caller stays in that leaf: later groups go beside
+//     it, Destroy leaves it, and CleanStale removes it once the caller is
+//     dead and it is empty. This is the only case in which the package
+//     moves a process it was not given;
+//  3. when the caller is root and the cgroup2 root is writable: below
+//     <cgroup2 root>/proctor, which New creates if missing, never puts a
+//     process in, and leaves in place. The caller's own cgroup limits then
+//     do not cover the group;
+//  4. otherwise New fails with an error matching ErrInternalProcesses (and
+//     syscall.EBUSY) that explains the rule and names the remedies.
+//
 // If a controller the limits need is unusable, New returns a
 // *MissingControllersError listing all of them and creates nothing. On any
-// other failure it returns a wrapped error and leaves no directory behind
-// (it may leave controllers enabled in the caller's cgroup.subtree_control on
-// v2, which other groups may be relying on).
+// other failure it returns a wrapped error and leaves no group directory
+// behind; it may leave controllers enabled in a cgroup.subtree_control on
+// v2, the caller in its supervisor leaf and <cgroup2 root>/proctor, all of
+// which other groups may be relying on.
 func New(name string, lim Limits) (*Group, error) { return hostFS().newGroup(name, lim) }
 
 func (s *sysfs) newGroup(name string, lim Limits) (*Group, error) {
@@ -104,7 +128,7 @@ func (l *layout) plan(need []string) ([]target, error) {
 		switch p.version {
 		case V2:
 			if v2 == nil {
-				v2 = &target{version: V2, parent: l.unified.parent}
+				v2 = &target{version: V2, parent: l.unified.parent, v2root: l.unified.mount}
 				targets = append(targets, v2)
 			}
 			v2.controllers = append(v2.controllers, c)
@@ -159,12 +183,13 @@ func (l *layout) trackingTarget() (*target, *v1Hier, error) {
 	return nil, nil, ErrNoHierarchy
 }
 
-// create enables v2 controllers, makes the directories and applies the
-// limits, removing what it made if any step fails.
+// create enables v2 controllers (placing the v2 directory elsewhere if the
+// caller's cgroup cannot have them, see placeV2), makes the directories and
+// applies the limits, removing what it made if any step fails.
 func (s *sysfs) create(name string, targets []target, lim Limits) (*Group, error) {
-	for _, t := range targets {
-		if len(t.enable) > 0 {
-			if err := s.enable(t.parent, t.enable); err != nil {
+	for i := range targets {
+		if targets[i].version == V2 && len(targets[i].enable) > 0 {
+			if err := s.placeV2(&targets[i]); err != nil {
 				return nil, err
 			}
 		}
@@ -188,7 +213,9 @@ func (s *sysfs) create(name string, targets []target, lim Limits) (*Group, error
 	return g, nil
 }
 
-// enable turns on controllers for the children of a v2 cgroup.
+// enable turns on controllers for the children of a v2 cgroup. EBUSY, the
+// cgroup holding processes, comes back as an ErrInternalProcesses error with
+// a hint.
 func (s *sysfs) enable(parent string, ctrls []string) error {
 	file := filepath.Join(parent, "cgroup.subtree_control")
 	var b strings.Builder
@@ -204,8 +231,8 @@ func (s *sysfs) enable(parent string, ctrls []string) error {
 		return nil
 	case errors.Is(err, syscall.EBUSY):
 		return fmt.Errorf("%w: cannot enable %s in %s, because cgroup v2 gives controllers to the children of a cgroup only while it has no processes of its own "+
-			"(proctor does not move processes to make room); hint: run proctor under a delegated cgroup, e.g. systemd-run --user --scope -p Delegate=yes proctor …, "+
-			"and have it enable the controllers or start from a leaf below it: %w",
+			"(proctor moves no process but itself, and itself only out of a cgroup it is alone in); "+
+			"hint: run proctor in a delegated cgroup of its own, e.g. systemd-run --user --scope -p Delegate=yes proctor …, or as root: %w",
 			ErrInternalProcesses, strings.Join(ctrls, ","), file, err)
 	case errors.Is(err, syscall.EACCES), errors.Is(err, syscall.EPERM), errors.Is(err, syscall.EROFS):
 		reasons := map[string]string{}

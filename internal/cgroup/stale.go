@@ -14,11 +14,13 @@ import (
 )
 
 // CleanStale removes empty leftover groups named "proctor-<pid>-*" from the
-// places New creates groups in, when no process <pid> is running: the
-// supervisor that made them died without calling Destroy. It never kills
-// anything, so a leftover that still holds processes stays. It is best
-// effort: it returns how many directories it removed and the errors other
-// than "busy" it met on the way.
+// places New creates groups in (the caller's cgroups and, on v2,
+// <cgroup2 root>/proctor), when no process <pid> is running: the supervisor
+// that made them died without calling Destroy. It likewise removes the
+// empty "proctor-supervisor-<pid>" leaves New moves a caller into, once
+// that caller is dead. It never kills anything, so a leftover that still
+// holds processes stays. It is best effort: it returns how many directories
+// it removed and the errors other than "busy" it met on the way.
 func CleanStale() (int, error) { return hostFS().cleanStale() }
 
 func (s *sysfs) cleanStale() (int, error) {
@@ -27,8 +29,13 @@ func (s *sysfs) cleanStale() (int, error) {
 		return 0, fmt.Errorf("detecting cgroups: %w", err)
 	}
 	var parents []string
-	if u := l.unified; u != nil && u.canCreate {
-		parents = append(parents, u.parent)
+	if u := l.unified; u != nil {
+		if u.canCreate {
+			parents = append(parents, u.parent)
+		}
+		if p := filepath.Join(u.mount, rootParentName); isDir(p) && s.writable(p) {
+			parents = append(parents, p)
+		}
 	}
 	for _, c := range trackingOrder {
 		if h := l.v1[c]; h != nil && h.canCreate {
@@ -49,11 +56,18 @@ func (s *sysfs) cleanStale() (int, error) {
 			continue
 		}
 		for _, e := range entries {
-			pid, ok := staleOwner(e.Name())
-			if !ok || !e.IsDir() || processExists(pid) {
+			dir := filepath.Join(p, e.Name())
+			var remove func() error
+			if pid, ok := staleOwner(e.Name()); ok && !processExists(pid) {
+				remove = func() error { return s.removeTree(dir, false) }
+			} else if pid, ok := supervisorOwner(e.Name()); ok && !processExists(pid) {
+				// Only an empty leaf: nothing below it is ours to remove.
+				remove = func() error { return s.rmdir(dir) }
+			}
+			if remove == nil || !e.IsDir() {
 				continue
 			}
-			err := s.removeTree(filepath.Join(p, e.Name()), false)
+			err := remove()
 			switch {
 			case err == nil:
 				removed++
