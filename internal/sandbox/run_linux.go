@@ -3,8 +3,6 @@ package sandbox
 import (
 	"bufio"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -299,7 +297,7 @@ func newCgroup(spec *Spec, res *Result) (*cgroup.Group, error) {
 		return nil, &SetupError{Step: "removing stale cgroups", Err: err}
 	}
 	lim := cgroup.Limits{MemoryBytes: spec.Limits.MemoryBytes, Pids: spec.Limits.Pids, CPUs: spec.Limits.CPUs}
-	name := cgroupName()
+	name := cgroup.UniqueName()
 	g, err := newGroup(name, lim)
 	var missing *cgroup.MissingControllersError
 	if errors.As(err, &missing) && spec.AllowDegraded {
@@ -347,11 +345,6 @@ func placeCommand(initPID int, cg *cgroup.Group) error {
 	return nil
 }
 
-func cgroupName() string {
-	var b [6]byte
-	_, _ = rand.Read(b[:])
-	return fmt.Sprintf("proctor-%d-%s", os.Getpid(), hex.EncodeToString(b[:]))
-}
 
 // initBinary returns the path to execute as init. As root it is this binary
 // seen through a private read-only bind mount, so nothing in the sandbox can
