@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -83,9 +85,9 @@ proctor could not set the sandbox up; 2 for a wrong command line.`,
 				}
 				f.Close()
 			}
-			res, err := sandbox.Run(c.Context(), spec)
-			if err != nil && res == nil {
-				return err
+			res, runErr := sandbox.Run(c.Context(), spec)
+			if runErr != nil && res == nil {
+				return runErr
 			}
 			if resultPath != "" {
 				b, jerr := json.MarshalIndent(res, "", "  ")
@@ -98,6 +100,12 @@ proctor could not set the sandbox up; 2 for a wrong command line.`,
 			}
 			if res.Limit != sandbox.LimitNone {
 				fmt.Fprintf(stderr, "proctor: limit: %s (the sandbox was stopped or constrained by it)\n", res.Limit)
+			}
+			if errors.Is(runErr, context.Canceled) {
+				return &exitError{code: 130, err: fmt.Errorf("exec: interrupted; the sandbox was killed")}
+			}
+			if runErr != nil {
+				return runErr
 			}
 			return exitStatus(res.ExitCode)
 		},

@@ -277,3 +277,19 @@ func assertNoCgroups(t *testing.T, pid int) {
 		t.Errorf("cgroups left on the host: %v", left)
 	}
 }
+
+// The caller can stop a run at any time: the tree dies, and Run says so.
+func TestContextStopsRun(t *testing.T) {
+	requireRoot(t)
+	token := randomToken(t)
+	spec := attackSpec(t, "daemon", token, "wait")
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	res, err := Run(ctx, spec)
+	if !errors.Is(err, context.DeadlineExceeded) || res == nil || res.Signal != int(syscall.SIGKILL) {
+		t.Fatalf("Run = %+v, %v; want a killed result and the context's error", res, err)
+	}
+	if pids := processesWith(t, token); len(pids) != 0 {
+		t.Errorf("processes alive after the context ended: %v", pids)
+	}
+}

@@ -30,9 +30,10 @@ const (
 // Run runs spec's command in a new sandbox and waits for the whole tree to end:
 // when it returns, every process the command started is dead and reaped, and
 // its cgroup is gone. (Init, which reaped them, may still be exiting; it is
-// reaped in the background.) A *SpecError or *SetupError means the command
-// never ran and nothing is left behind. A nil error means the Result
-// describes the command's end.
+// reaped in the background.) A *SpecError or *SetupError with a nil Result
+// means the command never ran and nothing is left behind. A Result with a
+// nil error describes the command's end; a Result with an error describes
+// it too, but the run was stopped by ctx or its cgroup could not be removed.
 func Run(ctx context.Context, spec Spec) (*Result, error) {
 	if err := spec.validate(); err != nil {
 		return nil, err
@@ -116,8 +117,7 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	}
 	defer closeExe()
 
-	// The spec goes into its pipe before init starts, and with it the go-ahead
-	// unless init must first be placed in a cgroup.
+	// The spec goes into its pipe before init starts.
 	specR, specW, err := os.Pipe()
 	if err != nil {
 		return nil, &SetupError{Step: "creating the spec pipe", Err: err}
@@ -171,6 +171,16 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 		}
 	}()
 
+	// The deadline and the caller's context cover the setup too: a setup
+	// that hangs is killed like a command that does.
+	var timedOut atomic.Bool
+	if d := spec.Limits.Timeout; d > 0 {
+		t := time.AfterFunc(d, func() { timedOut.Store(true); p.kill() })
+		defer t.Stop()
+	}
+	stopCtx := context.AfterFunc(ctx, p.kill)
+	defer stopCtx()
+
 	msgs := bufio.NewScanner(statusR)
 	msgs.Buffer(make([]byte, 64<<10), 1<<20)
 	first, err := readStatus(msgs)
@@ -184,8 +194,15 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 		first, err = readStatus(msgs)
 	}
 	if err != nil {
-		if serr := <-specSent; serr != nil {
-			err = serr
+		switch {
+		case timedOut.Load():
+			err = fmt.Errorf("the %v deadline passed before the command started", spec.Limits.Timeout)
+		case ctx.Err() != nil:
+			err = ctx.Err()
+		default:
+			if serr := <-specSent; serr != nil {
+				err = serr
+			}
 		}
 		return nil, &SetupError{Step: "setting up the sandbox", Err: err}
 	}
@@ -197,15 +214,6 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 		return nil, &SetupError{Step: "setting up the sandbox", Err: fmt.Errorf("%w: unexpected phase %q", ErrInitProtocol, first.Phase)}
 	}
 	setupDone = true
-	kill := p.kill
-
-	var timedOut atomic.Bool
-	if d := spec.Limits.Timeout; d > 0 {
-		t := time.AfterFunc(d-time.Since(begin), func() { timedOut.Store(true); kill() })
-		defer t.Stop()
-	}
-	stopCtx := context.AfterFunc(ctx, kill)
-	defer stopCtx()
 
 	final := first
 	if first.Phase == "started" {
@@ -269,7 +277,7 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	}
 	res.TimedOut = timedOut.Load()
 	if err := ctx.Err(); err != nil && res.Limit == LimitNone {
-		return res, err
+		return res, err // the caller stopped the run: res says how it ended
 	}
 	return res, nil
 }
@@ -344,7 +352,6 @@ func placeCommand(initPID int, cg *cgroup.Group) error {
 	}
 	return nil
 }
-
 
 // initBinary returns the path to execute as init. As root it is this binary
 // seen through a private read-only bind mount, so nothing in the sandbox can
