@@ -220,8 +220,11 @@ func setupInit(spec *initSpec) (string, int, error) {
 	if err := seccomp.Install(prog); err != nil {
 		return "", 0, &SetupError{Step: "installing the seccomp filter", Err: err}
 	}
-	if code != 0 {
+	switch code {
+	case 127:
 		fmt.Fprintf(os.Stderr, "proctor: error: %s: command not found in the sandbox\n", spec.Args[0])
+	case 126:
+		fmt.Fprintf(os.Stderr, "proctor: error: %s: not executable in the sandbox\n", spec.Args[0])
 	}
 	return path, code, nil
 }
