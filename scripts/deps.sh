@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Installs the Debian packages proctor's tests, demo and benchmarks use, if any
 # is missing: busybox-static (a tiny rootfs for tests), bubblewrap and hyperfine
-# (the startup benchmark's peer and timer).
+# (the startup benchmark's peer and timer), gcc (the race detector, and a
+# compiler the sandbox tests run inside), git and python3 (also run inside).
 set -euo pipefail
 need=()
 command -v busybox >/dev/null || need+=(busybox-static)
 command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v hyperfine >/dev/null || need+=(hyperfine)
+command -v gcc >/dev/null || need+=(gcc libc6-dev)
+command -v git >/dev/null || need+=(git)
+command -v python3 >/dev/null || need+=(python3)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
 	echo "deps: missing ${need[*]}; run as root or: sudo apt-get install -y ${need[*]}" >&2

@@ -142,7 +142,7 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	defer statusR.Close()
 	defer statusW.Close()
 
-	out := &cappedOutput{limit: spec.Limits.OutputBytes}
+	out := &cappedOutput{limit: spec.Limits.OutputBytes, over: make(chan struct{})}
 	stdio, err := newStdio(spec, out)
 	if err != nil {
 		return nil, err
@@ -156,7 +156,13 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 		return nil, &SetupError{Step: "starting the sandbox", Err: err,
 			Hint: "run `proctor probe` to see which kernel features are missing"}
 	}
-	out.onLimit = p.kill
+	go func() { // the output cap kills the tree
+		select {
+		case <-out.over:
+			p.kill()
+		case <-p.done:
+		}
+	}()
 	stdio.closeChildEnds()
 	specR.Close()
 	statusW.Close()
@@ -382,12 +388,12 @@ func initBinary(nfiles int) (string, func(), error) {
 }
 
 // cappedOutput copies the sandbox's stdout and stderr to the caller's writers,
-// at most limit bytes together, and calls onLimit once when more arrives.
+// at most limit bytes together, and closes over once when more arrives.
 type cappedOutput struct {
 	limit    int64
 	total    atomic.Int64
 	exceeded atomic.Bool
-	onLimit  func()
+	over     chan struct{}
 }
 
 // writer returns the io.Writer handed to exec.Cmd for one stream. It is never
@@ -414,8 +420,8 @@ func (w *cappedWriter) Write(p []byte) (int, error) {
 			if keep > 0 {
 				_, _ = w.dst.Write(p[:keep])
 			}
-			if !c.exceeded.Swap(true) && c.onLimit != nil {
-				c.onLimit()
+			if !c.exceeded.Swap(true) {
+				close(c.over)
 			}
 			return len(p), nil // swallow the rest; the tree is being killed
 		}
