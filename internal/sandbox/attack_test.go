@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"sort"
 	"strconv"
 	"strings"
@@ -65,6 +66,75 @@ var attacks = map[string]func(args []string) error{
 	"exit":     attackExit,
 	"killinit": attackKillInit,
 	"initnet":  attackInitNet,
+	"fdloop":   attackFDLoop,
+	"retrace":  attackRetrace,
+	"sigqueue": attackSigqueue,
+}
+
+// attackFDLoop keeps its stdout and stderr open after it exits: it sends
+// them, and each end of a socket pair into the other, over the pair, so only
+// an unreachable loop of in-flight sockets holds them.
+func attackFDLoop([]string) error {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		return err
+	}
+	if err := unix.Sendmsg(fds[1], []byte{0}, unix.UnixRights(1, 2, fds[0]), nil, 0); err != nil {
+		return err
+	}
+	if err := unix.Sendmsg(fds[0], []byte{0}, unix.UnixRights(fds[1]), nil, 0); err != nil {
+		return err
+	}
+	fmt.Println("looped")
+	os.Exit(0)
+	return nil
+}
+
+// attackRetrace makes init its tracer again (PTRACE_TRACEME) and stops
+// itself: init must not take the stop for its end. args: exit code.
+func attackRetrace(args []string) error {
+	n, _ := strconv.Atoi(args[0])
+	got := make(chan os.Signal, 1)
+	signal.Notify(got, syscall.SIGUSR1)
+	// ptrace is per thread: trace this one and signal this one. A traced
+	// thread stops at every signal, and init, its tracer, sees the stop.
+	runtime.LockOSThread()
+	if _, _, e := unix.RawSyscall(unix.SYS_PTRACE, unix.PTRACE_TRACEME, 0, 0); e != 0 {
+		return fmt.Errorf("PTRACE_TRACEME: %v", e)
+	}
+	_ = unix.Tgkill(os.Getpid(), unix.Gettid(), unix.SIGUSR1)
+	select {
+	case <-got:
+	case <-time.After(5 * time.Second):
+		return fmt.Errorf("SIGUSR1 never arrived")
+	}
+	fmt.Println("still running")
+	os.Exit(n)
+	return nil
+}
+
+// attackSigqueue sends init queued signals (si_code SI_QUEUE), which Go's
+// handler does not take for a user's kill. args: exit code.
+func attackSigqueue(args []string) error {
+	n, _ := strconv.Atoi(args[0])
+	var info [128]byte
+	*(*int32)(unsafe.Pointer(&info[8])) = -1 // si_code = SI_QUEUE
+	for _, sig := range []syscall.Signal{syscall.SIGSEGV, syscall.SIGTRAP, syscall.SIGBUS, syscall.SIGILL, syscall.SIGFPE, syscall.SIGSYS, syscall.SIGABRT} {
+		*(*int32)(unsafe.Pointer(&info[0])) = int32(sig)
+		_, _, e := unix.RawSyscall(unix.SYS_RT_SIGQUEUEINFO, 1, uintptr(sig), uintptr(unsafe.Pointer(&info[0])))
+		fmt.Printf("rt_sigqueueinfo-%d %s\n", sig, rawErr(0, 0, e))
+		_, _, e = unix.RawSyscall6(unix.SYS_RT_TGSIGQUEUEINFO, 1, 1, uintptr(sig), uintptr(unsafe.Pointer(&info[0])), 0, 0)
+		fmt.Printf("rt_tgsigqueueinfo-%d %s\n", sig, rawErr(0, 0, e))
+	}
+	pfd, err := unix.PidfdOpen(1, 0)
+	if err == nil {
+		*(*int32)(unsafe.Pointer(&info[0])) = int32(syscall.SIGSEGV)
+		_, _, e := unix.RawSyscall6(unix.SYS_PIDFD_SEND_SIGNAL, uintptr(pfd), uintptr(syscall.SIGSEGV), uintptr(unsafe.Pointer(&info[0])), 0, 0, 0)
+		fmt.Printf("pidfd_send_signal-info %s\n", rawErr(0, 0, e))
+	}
+	time.Sleep(100 * time.Millisecond)
+	os.Exit(n)
+	return nil
 }
 
 // attackInitNet lists the network interfaces every thread of init sees: a

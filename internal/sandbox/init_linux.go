@@ -301,6 +301,12 @@ func reap(cmd int) status {
 		if err != nil { // ECHILD: nothing is left
 			break
 		}
+		if ws.Stopped() {
+			// A child that made init its tracer again (PTRACE_TRACEME) and
+			// got a signal: not an end. Let it go with its signal.
+			_, _, _ = unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(pid), 0, uintptr(ws.StopSignal()), 0, 0)
+			continue
+		}
 		st.UserUS += ru.Utime.Sec*1e6 + ru.Utime.Usec
 		st.SysUS += ru.Stime.Sec*1e6 + ru.Stime.Usec
 		st.MaxRSSKB = max(st.MaxRSSKB, ru.Maxrss)

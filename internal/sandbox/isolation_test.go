@@ -503,6 +503,16 @@ func TestInitIgnoresSignals(t *testing.T) {
 	}
 }
 
+// A command that makes init its tracer again is not taken for ended when it
+// stops: its own exit status is reported.
+func TestRetracedCommandIsNotEnded(t *testing.T) {
+	requireRoot(t)
+	res, out, errOut := runSpec(t, attackSpec(t, "retrace", "5"))
+	if res.ExitCode != 5 || !strings.Contains(out, "still running") {
+		t.Errorf("result %+v, %q %q; want the command's own exit 5", res, out, errOut)
+	}
+}
+
 // Property 5: the proctor binary cannot be opened for writing from inside.
 func TestBinaryNotWritable(t *testing.T) {
 	requireRoot(t)

@@ -293,3 +293,19 @@ func TestContextStopsRun(t *testing.T) {
 		t.Errorf("processes alive after the context ended: %v", pids)
 	}
 }
+
+// Output held open past the end of every process (a socket loop) does not
+// hold the run open, and a deadline that passes later is not the run's.
+func TestHeldOutputDoesNotHoldTheRun(t *testing.T) {
+	requireRoot(t)
+	spec := attackSpec(t, "fdloop")
+	spec.Limits.Timeout = 3 * time.Second
+	start := time.Now()
+	res, out, _ := runSpec(t, spec)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("the run took %v: it waited for output no process could write", d)
+	}
+	if res.ExitCode != 0 || res.TimedOut || res.Limit != LimitNone || !strings.Contains(out, "looped") {
+		t.Errorf("result %+v, output %q; want a clean exit 0", res, out)
+	}
+}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -112,7 +113,8 @@ func (p *initProcess) kill() {
 // stdio holds init's standard descriptors: the child's ends, handed over at
 // start, and the copiers on the host's ends.
 type stdio struct {
-	in, out, err *os.File // the child's ends
+	in, out, err *os.File   // the child's ends
+	readers      []*os.File // the host's ends of out and err
 	copiers      sync.WaitGroup
 	closeOnce    sync.Once
 }
@@ -153,6 +155,7 @@ func newStdio(spec *Spec, out *cappedOutput) (*stdio, error) {
 			return fail(err)
 		}
 		*st.child = w
+		s.readers = append(s.readers, r)
 		dst := out.writer(st.dst)
 		s.copiers.Add(1)
 		go func() {
@@ -176,8 +179,21 @@ func (s *stdio) closeChildEnds() {
 	})
 }
 
-// wait returns when both output streams are drained.
-func (s *stdio) wait() { s.copiers.Wait() }
+// wait returns when both output streams are drained. Call it only once no
+// process of the sandbox is left: what is still in the pipes is copied, but
+// a read that would wait for more ends after drainGrace. A write end can
+// outlive every process (passed through a unix socket that sits in its own
+// queue until the kernel collects it), and must not hold the run open.
+func (s *stdio) wait() {
+	deadline := time.Now().Add(drainGrace)
+	for _, r := range s.readers {
+		_ = r.SetReadDeadline(deadline)
+	}
+	s.copiers.Wait()
+}
+
+// drainGrace bounds how long output is awaited once the sandbox is gone.
+const drainGrace = 200 * time.Millisecond
 
 // childrenOf lists the host pids of pid's children: from
 // /proc/PID/task/*/children where the kernel has it, else by scanning /proc.

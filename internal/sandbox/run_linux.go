@@ -225,9 +225,11 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	if first.Phase == "started" {
 		final, err = readStatus(msgs)
 		if err != nil {
-			final = nil // init was killed: timeout, output cap, OOM or the caller
+			final = nil // init was killed: timeout, output cap, or the caller
 		}
 	}
+	// A deadline that passes after the command ended is not the run's.
+	timeout := timedOut.Load()
 	if final == nil {
 		<-p.done // the tree died with init: wait until all of it is gone
 	}
@@ -269,7 +271,7 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 		yes   bool
 		limit Limit
 	}{
-		{timedOut.Load(), LimitTimeout},
+		{timeout, LimitTimeout},
 		{out.exceeded.Load(), LimitOutput},
 		{stats.OOMKills > 0, LimitMemory},
 		{stats.PidsLimitHits > 0, LimitPids},
@@ -281,7 +283,7 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	if len(res.LimitsHit) > 0 {
 		res.Limit = res.LimitsHit[0]
 	}
-	res.TimedOut = timedOut.Load()
+	res.TimedOut = timeout
 	if err := ctx.Err(); err != nil && res.Limit == LimitNone {
 		return res, err // the caller stopped the run: res says how it ended
 	}
