@@ -126,6 +126,19 @@ func attackSigqueue(args []string) error {
 		_, _, e = unix.RawSyscall6(unix.SYS_RT_TGSIGQUEUEINFO, 1, 1, uintptr(sig), uintptr(unsafe.Pointer(&info[0])), 0, 0)
 		fmt.Printf("rt_tgsigqueueinfo-%d %s\n", sig, rawErr(0, 0, e))
 	}
+	// The kernel's own signals on I/O (F_SETOWN): SIGIO is ignored; a
+	// synchronous signal cannot be chosen.
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		return err
+	}
+	_, err := unix.FcntlInt(uintptr(p[0]), unix.F_SETOWN, 1)
+	fmt.Printf("f_setown-init %s\n", errnoName(err))
+	_, err = unix.FcntlInt(uintptr(p[0]), unix.F_SETSIG, int(syscall.SIGSEGV))
+	fmt.Printf("f_setsig-segv %s\n", errnoName(err))
+	fl, _ := unix.FcntlInt(uintptr(p[0]), unix.F_GETFL, 0)
+	_, _ = unix.FcntlInt(uintptr(p[0]), unix.F_SETFL, fl|unix.O_ASYNC)
+	_, _ = unix.Write(p[1], []byte("x"))
 	pfd, err := unix.PidfdOpen(1, 0)
 	if err == nil {
 		*(*int32)(unsafe.Pointer(&info[0])) = int32(syscall.SIGSEGV)

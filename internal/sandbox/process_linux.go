@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -20,6 +21,8 @@ import (
 type initProcess struct {
 	pid   int
 	pidfd int // -1 when the kernel has no pidfd_open
+
+	killed atomic.Bool // kill was called: init's death is the host's doing
 
 	mu     sync.Mutex // guards reaped, for the kill(2) fallback
 	reaped bool
@@ -99,6 +102,7 @@ func startInit(exe string, files []*os.File) (*initProcess, error) {
 // kill sends SIGKILL to init; the kernel then kills every process of its pid
 // namespace.
 func (p *initProcess) kill() {
+	p.killed.Store(true)
 	if p.pidfd >= 0 {
 		_ = unix.PidfdSendSignal(p.pidfd, unix.SIGKILL, nil, 0)
 		return

@@ -247,12 +247,17 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 		res.UserMS, res.SysMS = final.UserUS/1000, final.SysUS/1000
 		res.MaxRSSBytes = final.MaxRSSKB * 1024
 	} else {
-		// The whole tree died with init: report it as killed by SIGKILL.
-		res.Signal = int(syscall.SIGKILL)
-		res.ExitCode = 128 + res.Signal
 		if p.waitErr != nil {
 			return nil, fmt.Errorf("waiting for the sandbox: %w", p.waitErr)
 		}
+		if !p.killed.Load() {
+			// Nothing of ours killed init: it crashed, or something got
+			// past the guards. The command's end is unknown.
+			return nil, fmt.Errorf("%w: the sandbox's init died on its own (wait status %#x) before reporting the command's end; the run is void", ErrInitProtocol, uint32(p.ws))
+		}
+		// The host killed init and the whole tree died with it.
+		res.Signal = int(syscall.SIGKILL)
+		res.ExitCode = 128 + res.Signal
 		ru := &p.rusage
 		res.UserMS = (ru.Utime.Sec*1e6 + ru.Utime.Usec) / 1000
 		res.SysMS = (ru.Stime.Sec*1e6 + ru.Stime.Usec) / 1000

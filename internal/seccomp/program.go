@@ -161,6 +161,36 @@ func (r syscallRule) body() ([]bpf.Instruction, error) {
 			body = append(body, jeq)
 		}
 		return append(body, deny, allow), nil
+
+	case nonZero:
+		return []bpf.Instruction{
+			loadArgLow(r.arg),
+			bpf.JumpIf{Cond: bpf.JumpNotEqual, Val: 0, SkipTrue: 2},
+			loadArgHigh(r.arg),
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: 0, SkipFalse: 0, SkipTrue: 1},
+			deny,
+			allow,
+		}, nil
+
+	case cmdValue:
+		n := len(r.values)
+		if n == 0 || n > 250 {
+			return nil, fmt.Errorf("%d values to compare, want 1 to 250", n)
+		}
+		body := []bpf.Instruction{
+			loadArgLow(r.arg),
+			// Not the command: skip the load, the compares and deny: allow.
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: r.cmd, SkipFalse: uint8(n + 2)},
+			loadArgLow(r.arg2),
+		}
+		for i, v := range r.values {
+			jeq := bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: uint8(n - 1 - i)}
+			if i == n-1 {
+				jeq.SkipFalse = 1
+			}
+			body = append(body, jeq)
+		}
+		return append(body, deny, allow), nil
 	}
 	return nil, fmt.Errorf("unknown argument test %d", r.test)
 }
@@ -169,6 +199,11 @@ func (r syscallRule) body() ([]bpf.Instruction, error) {
 // layout; see offArgs).
 func loadArgLow(i int) bpf.Instruction {
 	return bpf.LoadAbsolute{Off: uint32(offArgs + 8*i), Size: 4}
+}
+
+// loadArgHigh loads the high 32 bits of args[i] into A.
+func loadArgHigh(i int) bpf.Instruction {
+	return bpf.LoadAbsolute{Off: uint32(offArgs + 8*i + 4), Size: 4}
 }
 
 // builder accumulates instructions and the first error met.

@@ -248,6 +248,41 @@ func casesFor(t *testing.T, arch string) []vmCase {
 	}
 	add("ioctl/TIOCSTI-as-fd", call("ioctl", 0x5412, 0x5401, 0), wantAllow)
 
+	// Queued signals: never to pid 1 (init); anywhere else, as usual.
+	for _, sc := range []string{"rt_sigqueueinfo", "rt_tgsigqueueinfo"} {
+		add(sc+"/init", call(sc, 1, 11, 0x1000), wantEPERM)
+		add(sc+"/init+high-word", call(sc, 1|highWord, 11, 0x1000), wantEPERM)
+		add(sc+"/other", call(sc, 2, 11, 0x1000), wantAllow)
+		add(sc+"/self-group", call(sc, 0, 11, 0x1000), wantAllow)
+	}
+	// pidfd_send_signal: a plain kill passes, caller-made siginfo does not.
+	add("pidfd_send_signal/plain", call("pidfd_send_signal", 3, 15, 0, 0), wantAllow)
+	add("pidfd_send_signal/info", call("pidfd_send_signal", 3, 11, 0x7ffd0000, 0), wantEPERM)
+	add("pidfd_send_signal/info-high-word-only", call("pidfd_send_signal", 3, 11, 1<<32, 0), wantEPERM)
+	// fcntl: F_SETSIG with a synchronous signal is refused, all else passes.
+	const fSetsig, fSetown, fGetfl = 10, 8, 3
+	for _, c := range []struct {
+		name      string
+		cmd, arg2 uint64
+		want      uint32
+	}{
+		{"F_GETFL", fGetfl, 0, wantAllow},
+		{"F_SETOWN-init", fSetown, 1, wantAllow},
+		{"F_SETSIG-SIGIO", fSetsig, 29, wantAllow},
+		{"F_SETSIG-RT", fSetsig, 40, wantAllow},
+		{"F_SETSIG-0", fSetsig, 0, wantAllow},
+		{"F_SETSIG-SIGSEGV", fSetsig, 11, wantEPERM},
+		{"F_SETSIG-SIGBUS", fSetsig, 7, wantEPERM},
+		{"F_SETSIG-SIGILL", fSetsig, 4, wantEPERM},
+		{"F_SETSIG-SIGTRAP", fSetsig, 5, wantEPERM},
+		{"F_SETSIG-SIGFPE", fSetsig, 8, wantEPERM},
+		{"F_SETSIG-SIGSYS", fSetsig, 31, wantEPERM},
+		{"F_SETSIG+high-words", fSetsig | highWord, 11 | allOnesHi, wantEPERM},
+		{"F_GETFL-with-11", fGetfl, 11, wantAllow},
+	} {
+		add("fcntl/"+c.name, call("fcntl", 5, c.cmd, c.arg2), c.want)
+	}
+
 	// Numbers this build has not reviewed.
 	for _, n := range []uint32{470, 471, 1000, 0x3FFFFFFF} {
 		add(fmt.Sprintf("nr-%d", n), seccompData{nr: n, arch: ta.audit}, wantNOSYS)
@@ -309,11 +344,12 @@ func TestProgramSize(t *testing.T) {
 	}
 }
 
-// TestProgramLoads checks that the filter only ever reads nr, arch and the
-// low words of args[0] and args[1], 32 bits at a time: reading the high
-// word or instruction_pointer would be a bug.
+// TestProgramLoads checks that the filter only ever reads nr, arch, the
+// low words of args[0] to args[2] and the high word of args[2] (a pointer,
+// tested whole for NULL), 32 bits at a time: reading another high word of a
+// 32-bit argument, or instruction_pointer, would be a bug.
 func TestProgramLoads(t *testing.T) {
-	allowed := map[uint32]bool{0: true, 4: true, 16: true, 24: true}
+	allowed := map[uint32]bool{0: true, 4: true, 16: true, 24: true, 32: true, 36: true}
 	for _, arch := range []string{"amd64", "arm64"} {
 		t.Run(arch, func(t *testing.T) {
 			insns, err := instructionsFor(arch)
@@ -409,14 +445,18 @@ func TestDenied(t *testing.T) {
 		}
 	}
 	want := map[string]Action{
-		"[foreign arch]": ActionKill,
-		"[x32 ABI]":      ActionKill,
-		"[nr > 469]":     ActionENOSYS,
-		"clone3":         ActionENOSYS,
-		"clone":          ActionEPERM,
-		"socket":         ActionEPERM,
-		"socketpair":     ActionEPERM,
-		"ioctl":          ActionEPERM,
+		"[foreign arch]":    ActionKill,
+		"[x32 ABI]":         ActionKill,
+		"[nr > 469]":        ActionENOSYS,
+		"clone3":            ActionENOSYS,
+		"clone":             ActionEPERM,
+		"socket":            ActionEPERM,
+		"socketpair":        ActionEPERM,
+		"ioctl":             ActionEPERM,
+		"rt_sigqueueinfo":   ActionEPERM,
+		"rt_tgsigqueueinfo": ActionEPERM,
+		"pidfd_send_signal": ActionEPERM,
+		"fcntl":             ActionEPERM,
 	}
 	for _, name := range slices.Concat(deniedCommon, amd64Only) {
 		want[name] = ActionEPERM
@@ -430,7 +470,8 @@ func TestDenied(t *testing.T) {
 			if r.Action != action {
 				t.Errorf("action %q, want %q", r.Action, action)
 			}
-			conditional := name == "clone" || name == "socket" || name == "socketpair" || name == "ioctl"
+			conditional := slices.Contains([]string{"clone", "socket", "socketpair", "ioctl",
+				"rt_sigqueueinfo", "rt_tgsigqueueinfo", "pidfd_send_signal", "fcntl"}, name)
 			if conditional != (r.Condition != "") {
 				t.Errorf("condition %q, want conditional=%v", r.Condition, conditional)
 			}

@@ -56,9 +56,11 @@ type Rule struct {
 type argTest int
 
 const (
-	always  argTest = iota // no argument test
-	anyBit                 // low word of args[arg] & mask != 0
-	valueIn                // low word of args[arg] is one of values
+	always   argTest = iota // no argument test
+	anyBit                  // low word of args[arg] & mask != 0
+	valueIn                 // low word of args[arg] is one of values
+	nonZero                 // args[arg] (both words) != 0
+	cmdValue                // low word of args[arg] == cmd and low word of args[arg2] is one of values
 )
 
 // syscallRule is the internal form of a Rule that matches a system call
@@ -71,6 +73,8 @@ type syscallRule struct {
 	arg       int
 	mask      uint32
 	values    []uint32
+	cmd       uint32 // cmdValue: the value args[arg] must have
+	arg2      int    // cmdValue: the argument compared with values
 	condition string
 }
 
@@ -163,6 +167,44 @@ var syscallRules = concat(
 			arg:       0,
 			values:    []uint32{afVSOCK, afALG},
 			condition: "low 32 bits of domain (args[0]) is AF_VSOCK or AF_ALG",
+		},
+		{
+			name:      "rt_sigqueueinfo",
+			action:    ActionEPERM,
+			reason:    "a queued signal to init (pid 1) is not one a kill sends: Go's runtime would take a synchronous one for its own fault and die",
+			test:      valueIn,
+			arg:       0,
+			values:    []uint32{1},
+			condition: "low 32 bits of pid (args[0]) is 1, the sandbox's init",
+		},
+		{
+			name:      "rt_tgsigqueueinfo",
+			action:    ActionEPERM,
+			reason:    "a queued signal to init (pid 1) is not one a kill sends: Go's runtime would take a synchronous one for its own fault and die",
+			test:      valueIn,
+			arg:       0,
+			values:    []uint32{1},
+			condition: "low 32 bits of tgid (args[0]) is 1, the sandbox's init",
+		},
+		{
+			name:      "pidfd_send_signal",
+			action:    ActionEPERM,
+			reason:    "a signal with caller-made siginfo could reach init through a pidfd; without siginfo it is an ordinary kill",
+			test:      nonZero,
+			arg:       2,
+			condition: "info (args[2]) is not NULL",
+		},
+		{
+			name:   "fcntl",
+			action: ActionEPERM,
+			reason: "F_SETSIG with a synchronous signal and F_SETOWN on init would have the kernel " +
+				"send init a signal Go's runtime takes for its own fault",
+			test:      cmdValue,
+			arg:       1,
+			cmd:       fcntlSETSIG,
+			arg2:      2,
+			values:    []uint32{sigILL, sigTRAP, sigBUS, sigFPE, sigSEGV, sigSYS},
+			condition: "cmd (args[1]) is F_SETSIG and the signal (args[2]) is SIGILL, SIGTRAP, SIGBUS, SIGFPE, SIGSEGV or SIGSYS",
 		},
 		{
 			name:      "ioctl",

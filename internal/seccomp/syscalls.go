@@ -28,6 +28,17 @@ const (
 	afALG   = 38 // AF_ALG
 	afVSOCK = 40 // AF_VSOCK
 
+	fcntlSETSIG = 10 // F_SETSIG: the signal sent when I/O is possible
+
+	// The synchronous signals: Go's runtime cannot ignore them, and takes
+	// one that does not come from kill or tkill for a fault of its own.
+	sigILL  = 4
+	sigTRAP = 5
+	sigBUS  = 7
+	sigFPE  = 8
+	sigSEGV = 11
+	sigSYS  = 31
+
 	ioctlTIOCSTI   = 0x5412 // TIOCSTI: push a byte into a terminal's input
 	ioctlTIOCLINUX = 0x541C // TIOCLINUX: includes console selection paste
 
@@ -75,6 +86,10 @@ var amd64Table = archTable{
 		"socket":            41,
 		"socketpair":        53,
 		"clone":             56,
+		"fcntl":             72,
+		"rt_sigqueueinfo":   129,
+		"rt_tgsigqueueinfo": 297,
+		"pidfd_send_signal": 424,
 		"syslog":            103,
 		"uselib":            134,
 		"vhangup":           153,
@@ -165,6 +180,10 @@ var arm64Table = archTable{
 		"request_key":       218,
 		"keyctl":            219,
 		"clone":             220,
+		"fcntl":             25,
+		"rt_sigqueueinfo":   138,
+		"rt_tgsigqueueinfo": 240,
+		"pidfd_send_signal": 424,
 		"swapon":            224,
 		"swapoff":           225,
 		"perf_event_open":   241,
