@@ -423,6 +423,30 @@ cat /r/private >/dev/null 2>&1 && echo read-root-private; echo x > /r/new 2>/dev
 		if st.Uid < IDMapBase || st.Gid < IDMapBase {
 			t.Errorf("%s written inside belongs to host %d:%d (mode %o), a host user's id", name, st.Uid, st.Gid, st.Mode)
 		}
+		if st.Mode&(syscall.S_ISUID|syscall.S_ISGID) != 0 {
+			t.Errorf("%s is left set-id (mode %o) on the host: whoever runs it gets the sandboxes' ids", name, st.Mode)
+		}
+	}
+	// A set-id file deeper down, behind a symlinked directory name, is
+	// found too, and the symlink is not followed out of the bind.
+	outside := worldReadableDir(t)
+	target := filepath.Join(outside, "keep")
+	if err := os.WriteFile(target, nil, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	os.Chown(target, IDMapBase, IDMapBase)
+	os.Chmod(target, 0o4755|os.ModeSetuid)
+	script = "mkdir -p /w/a/b && cp /attacker /w/a/b/deep && chmod 6755 /w/a/b/deep && ln -s " + outside + " /w/out"
+	res, _, errOut = runSpec(t, Spec{Rootfs: RootfsHost, Args: []string{"sh", "-c", script},
+		Binds: []Bind{{Src: self, Dst: "/attacker"}, {Src: dir, Dst: "/w", Writable: true}}})
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s", res.ExitCode, errOut)
+	}
+	if fi, err := os.Stat(filepath.Join(dir, "a", "b", "deep")); err != nil || fi.Mode()&(os.ModeSetuid|os.ModeSetgid) != 0 {
+		t.Errorf("deep set-id file: %v, %v", fi.Mode(), err)
+	}
+	if fi, err := os.Stat(target); err != nil || fi.Mode()&os.ModeSetuid == 0 {
+		t.Errorf("the scrub followed a symlink out of the bind: %v, %v", fi.Mode(), err)
 	}
 }
 

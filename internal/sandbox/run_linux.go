@@ -237,6 +237,18 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	// teardown goes on in the background (startInit's goroutine reaps it).
 	stdio.wait()
 	res.WallMS = time.Since(begin).Milliseconds()
+	// Nothing of the sandbox runs any more: take back any set-id program it
+	// left in a writable bind.
+	if os.Geteuid() == 0 {
+		for _, b := range spec.Binds {
+			if !b.Writable {
+				continue
+			}
+			if err := scrubSetID(b.Src); err != nil {
+				return nil, &SetupError{Step: "clearing set-id bits in " + b.Src, Err: err}
+			}
+		}
+	}
 	res.OutputBytes = out.total.Load()
 	if out.limit > 0 {
 		res.OutputBytes = min(res.OutputBytes, out.limit)
