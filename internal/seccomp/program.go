@@ -145,22 +145,11 @@ func (r syscallRule) body() ([]bpf.Instruction, error) {
 		}, nil
 
 	case valueIn:
-		n := len(r.values)
-		if n == 0 || n > 255 {
-			return nil, fmt.Errorf("%d values to compare, want 1 to 255", n)
+		tail, err := denyIfIn(r.values, deny, allow)
+		if err != nil {
+			return nil, err
 		}
-		body := []bpf.Instruction{loadArgLow(r.arg)}
-		for i, v := range r.values {
-			// On a match jump to deny, which follows the last compare;
-			// otherwise fall through to the next compare, and after
-			// the last one skip deny to reach allow.
-			jeq := bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: uint8(n - 1 - i)}
-			if i == n-1 {
-				jeq.SkipFalse = 1
-			}
-			body = append(body, jeq)
-		}
-		return append(body, deny, allow), nil
+		return append([]bpf.Instruction{loadArgLow(r.arg)}, tail...), nil
 
 	case nonZero:
 		return []bpf.Instruction{
@@ -173,26 +162,38 @@ func (r syscallRule) body() ([]bpf.Instruction, error) {
 		}, nil
 
 	case cmdValue:
-		n := len(r.values)
-		if n == 0 || n > 250 {
-			return nil, fmt.Errorf("%d values to compare, want 1 to 250", n)
+		tail, err := denyIfIn(r.values, deny, allow)
+		if err != nil {
+			return nil, err
 		}
-		body := []bpf.Instruction{
+		return append([]bpf.Instruction{
 			loadArgLow(r.arg),
-			// Not the command: skip the load, the compares and deny: allow.
-			bpf.JumpIf{Cond: bpf.JumpEqual, Val: r.cmd, SkipFalse: uint8(n + 2)},
+			// Not the command: skip the load and tail but its last
+			// instruction, allow.
+			bpf.JumpIf{Cond: bpf.JumpEqual, Val: r.cmd, SkipFalse: uint8(len(tail))},
 			loadArgLow(r.arg2),
-		}
-		for i, v := range r.values {
-			jeq := bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: uint8(n - 1 - i)}
-			if i == n-1 {
-				jeq.SkipFalse = 1
-			}
-			body = append(body, jeq)
-		}
-		return append(body, deny, allow), nil
+		}, tail...), nil
 	}
 	return nil, fmt.Errorf("unknown argument test %d", r.test)
+}
+
+// denyIfIn compares A with each of values: on a match it runs deny, which
+// follows the last compare; otherwise it falls through the compares and
+// skips deny to reach allow. The result ends in deny, allow.
+func denyIfIn(values []uint32, deny, allow bpf.Instruction) ([]bpf.Instruction, error) {
+	n := len(values)
+	if n == 0 || n > 250 {
+		return nil, fmt.Errorf("%d values to compare, want 1 to 250", n)
+	}
+	var out []bpf.Instruction
+	for i, v := range values {
+		jeq := bpf.JumpIf{Cond: bpf.JumpEqual, Val: v, SkipTrue: uint8(n - 1 - i)}
+		if i == n-1 {
+			jeq.SkipFalse = 1
+		}
+		out = append(out, jeq)
+	}
+	return append(out, deny, allow), nil
 }
 
 // loadArgLow loads the low 32 bits of args[i] into A (little-endian
