@@ -916,3 +916,24 @@ func TestNestedMountsAreNotShadowed(t *testing.T) {
 		t.Error("a write to the tmpfs under the bind reached the host directory: the tmpfs was shadowed")
 	}
 }
+
+// A masked file reads as an empty, read-only regular file, a masked
+// directory as an empty read-only one, and the host's secrets are masked on
+// a host root; nothing of the masking machinery stays visible.
+func TestMasks(t *testing.T) {
+	requireRoot(t)
+	script := `for f in /etc/hostname /etc/shadow /proc/kallsyms; do
+  printf '%s %s %s ' $f "$(stat -c %F $f)" "$(wc -c < $f)"; (echo x > $f) 2>/dev/null && echo writable || echo refused
+done
+printf '/etc/ssl/private %s\n' "$(ls -A /etc/ssl/private | wc -l)"
+ls -a / | grep -c proctor-mask || true`
+	res, out, errOut := runSpec(t, Spec{Rootfs: RootfsHost, Masks: []string{"/etc/hostname"}, Args: []string{"sh", "-c", script}})
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %q %q", res.ExitCode, out, errOut)
+	}
+	want := "/etc/hostname regular empty file 0 refused\n/etc/shadow regular empty file 0 refused\n" +
+		"/proc/kallsyms regular empty file 0 refused\n/etc/ssl/private 0\n0\n"
+	if out != want {
+		t.Errorf("masks inside:\n%s\nwant:\n%s", out, want)
+	}
+}

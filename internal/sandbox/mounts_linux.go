@@ -42,7 +42,12 @@ type rootBuilder struct {
 	rootFD int    // O_PATH fd of the root directory
 	mnt    int    // mount fd of the root tmpfs
 	devMnt int    // mount fd of /dev's tmpfs
+	masked bool   // the mask source (an empty read-only file) is attached
 }
+
+// maskSource is where, inside the root while it is built, the empty
+// read-only file that masks files is attached; it is gone before pivot.
+const maskSource = ".proctor-mask"
 
 // build makes the root and pivots into it. On return the process's root and
 // working directory are the new root.
@@ -106,6 +111,9 @@ func (b *rootBuilder) build() error {
 		}
 	}
 	if err := b.hideProc(); err != nil {
+		return err
+	}
+	if err := b.dropMaskSource(); err != nil {
 		return err
 	}
 	ro := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}
@@ -392,8 +400,8 @@ func (b *rootBuilder) mask(path string) error {
 	return b.maskExisting(path, st.Mode&unix.S_IFMT == unix.S_IFDIR)
 }
 
-// maskExisting covers path with an empty read-only tmpfs (directories) or the
-// null device (anything else), as Docker does for masked paths.
+// maskExisting covers path with an empty read-only tmpfs (directories) or an
+// empty read-only file (anything else).
 func (b *rootBuilder) maskExisting(path string, dir bool) error {
 	target, err := b.resolve(path)
 	if errors.Is(err, unix.ENOENT) {
@@ -406,8 +414,8 @@ func (b *rootBuilder) maskExisting(path string, dir bool) error {
 	var m int
 	if dir {
 		m, err = newTmpfs(4096, 0o555, unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
-	} else {
-		m, err = b.cloneInRoot("/dev/null", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NOEXEC)
+	} else if err = b.attachMaskSource(); err == nil {
+		m, err = b.cloneInRoot("/"+maskSource+"/empty", unix.MOUNT_ATTR_RDONLY|unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
 	}
 	if err != nil {
 		return &SetupError{Step: "masking " + path, Err: err}
@@ -415,6 +423,48 @@ func (b *rootBuilder) maskExisting(path string, dir bool) error {
 	defer unix.Close(m)
 	if err := unix.MoveMount(m, "", target, "", unix.MOVE_MOUNT_F_EMPTY_PATH|unix.MOVE_MOUNT_T_EMPTY_PATH); err != nil {
 		return &SetupError{Step: "masking " + path, Err: err}
+	}
+	return nil
+}
+
+// attachMaskSource attaches, once, a read-only tmpfs holding one empty
+// read-only file, which masked files are bound to: they read as empty and
+// refuse writes (the null device Docker uses would swallow them).
+func (b *rootBuilder) attachMaskSource() error {
+	if b.masked {
+		return nil
+	}
+	m, err := newTmpfs(4096, 0o555, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV|unix.MOUNT_ATTR_NOEXEC)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(m)
+	if err := b.attachAt(m, "/"+maskSource, false); err != nil {
+		return err
+	}
+	fd, err := unix.Openat(b.rootFD, maskSource+"/empty", unix.O_CREAT|unix.O_EXCL|unix.O_WRONLY|unix.O_CLOEXEC|unix.O_NOFOLLOW, 0o444)
+	if err != nil {
+		return err
+	}
+	unix.Close(fd)
+	if err := unix.MountSetattr(m, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		return err
+	}
+	b.masked = true
+	return nil
+}
+
+// dropMaskSource detaches the mask source and removes its mount point; the
+// masks bound from it stay.
+func (b *rootBuilder) dropMaskSource() error {
+	if !b.masked {
+		return nil
+	}
+	if err := unix.Unmount(b.attach+"/"+maskSource, unix.MNT_DETACH); err != nil {
+		return &SetupError{Step: "detaching the mask source", Err: err}
+	}
+	if err := unix.Unlinkat(b.rootFD, maskSource, unix.AT_REMOVEDIR); err != nil {
+		return &SetupError{Step: "removing the mask source", Err: err}
 	}
 	return nil
 }
