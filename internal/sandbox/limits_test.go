@@ -309,3 +309,31 @@ func TestHeldOutputDoesNotHoldTheRun(t *testing.T) {
 		t.Errorf("result %+v, output %q; want a clean exit 0", res, out)
 	}
 }
+
+// A supervisor that runs many sandboxes keeps no descriptor of finished ones.
+func TestNoDescriptorLeak(t *testing.T) {
+	requireRoot(t)
+	count := func() int {
+		des, err := os.ReadDir("/proc/self/fd")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(des)
+	}
+	run := func() {
+		spec := Spec{Rootfs: RootfsHost, Args: []string{"true"}, Limits: Limits{Pids: 32, Timeout: time.Minute}}
+		if res, err := Run(context.Background(), spec); err != nil || res.ExitCode != 0 {
+			t.Fatalf("Run: %+v %v", res, err)
+		}
+	}
+	run() // warm up: the runtime opens what it keeps open
+	time.Sleep(50 * time.Millisecond)
+	before := count()
+	for i := 0; i < 20; i++ {
+		run()
+	}
+	time.Sleep(100 * time.Millisecond) // init's reapers finish in the background
+	if after := count(); after > before+2 {
+		t.Errorf("open descriptors went from %d to %d over 20 runs", before, after)
+	}
+}

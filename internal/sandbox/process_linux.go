@@ -22,9 +22,9 @@ type initProcess struct {
 	pid   int
 	pidfd int // -1 when the kernel has no pidfd_open
 
-	killed atomic.Bool // kill was called: init's death is the host's doing
+	killed atomic.Bool // kill signalled init before it was reaped: its death is the host's doing
 
-	mu     sync.Mutex // guards reaped, for the kill(2) fallback
+	mu     sync.Mutex // guards reaped and pidfd after the start
 	reaped bool
 
 	done    chan struct{} // closed once init is reaped; then the fields below are set
@@ -90,6 +90,10 @@ func startInit(exe string, files []*os.File) (*initProcess, error) {
 		}
 		p.mu.Lock()
 		p.reaped = true
+		if p.pidfd >= 0 {
+			unix.Close(p.pidfd)
+			p.pidfd = -1
+		}
 		p.mu.Unlock()
 		close(p.done)
 	}()
@@ -102,14 +106,15 @@ func startInit(exe string, files []*os.File) (*initProcess, error) {
 // kill sends SIGKILL to init; the kernel then kills every process of its pid
 // namespace.
 func (p *initProcess) kill() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return // gone already; its pid may belong to someone else now
+	}
 	p.killed.Store(true)
 	if p.pidfd >= 0 {
 		_ = unix.PidfdSendSignal(p.pidfd, unix.SIGKILL, nil, 0)
-		return
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.reaped {
+	} else {
 		_ = syscall.Kill(p.pid, syscall.SIGKILL)
 	}
 }
