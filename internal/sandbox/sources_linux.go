@@ -25,7 +25,8 @@ const (
 //
 // Nothing is idmapped: inside a bind, as everywhere, the sandbox's ids are
 // the unprivileged host range, so what it writes through a writable bind
-// belongs to those ids and can never be a host user's setuid program.
+// belongs to those ids, never to a host user (and scrubSetID takes back any
+// set-id bit once the run is over).
 func collectSources(s *Spec, is *initSpec) (files []*os.File, err error) {
 	detach := os.Geteuid() == 0
 	defer func() {
@@ -89,7 +90,7 @@ func collectSources(s *Spec, is *initSpec) (files []*os.File, err error) {
 		if entry.Name == "" {
 			continue // device nodes, fifos and sockets are not carried in
 		}
-		if entry.Src != nil && entry.Src.FD == firstSourceFD {
+		if entry.fd >= 0 {
 			entry.Src.FD = firstSourceFD + len(files)
 			files = append(files, os.NewFile(uintptr(entry.fd), p))
 		}
@@ -168,7 +169,7 @@ func openEntry(dirfd int, name string) (int, error) {
 	})
 }
 
-// openedEntry is a rootfs entry and, as root, its detached mount.
+// openedEntry is a rootfs entry and, as root, its detached mount (fd, or -1).
 type openedEntry struct {
 	rootEntry
 	fd int
@@ -198,7 +199,7 @@ func rootfsEntry(fd int, name, path string, detach bool) (openedEntry, error) {
 			if err != nil {
 				return openedEntry{}, err
 			}
-			e.fd, src.FD = m, firstSourceFD // the caller numbers it
+			e.fd = m // the caller numbers it (src.FD)
 		}
 		return e, nil
 	}
