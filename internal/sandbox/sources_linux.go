@@ -147,14 +147,18 @@ func (s *source) mount() (int, error) {
 		return -1, fmt.Errorf("%s: %w", s.Path, err)
 	}
 	defer unix.Close(fd)
-	var st unix.Stat_t
-	if err := unix.Fstat(fd, &st); err != nil {
-		return -1, err
+	// The same look the host takes as root (rootfsEntry), now from init.
+	e, err := rootfsEntry(fd, filepath.Base(s.Path), s.Path, true)
+	if err != nil {
+		return -1, fmt.Errorf("%s: %w", s.Path, err)
 	}
-	if isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR; isDir == s.IsFile || (!isDir && st.Mode&unix.S_IFMT != unix.S_IFREG) {
+	if e.Src == nil || e.Src.IsFile != s.IsFile {
+		if e.fd >= 0 {
+			unix.Close(e.fd)
+		}
 		return -1, fmt.Errorf("%s changed type since it was looked at", s.Path)
 	}
-	return detachTree(fd, "", unix.AT_EMPTY_PATH, s.Attr)
+	return e.fd, nil
 }
 
 // openEntry opens name in dirfd as an O_PATH descriptor without following any
