@@ -99,7 +99,7 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 					err = &SetupError{Step: "removing the cgroup", Err: derr}
 				}
 			}()
-			res.Cgroup = map[cgroup.Version]string{cgroup.V1: "v1", cgroup.V2: "v2"}[cg.Version()]
+			res.Cgroup = cg.Version().String()
 		}
 	}
 	is.PlaceCommand = cg != nil
