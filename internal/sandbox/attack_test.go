@@ -42,8 +42,14 @@ func attackMain(args []string) int {
 }
 
 var attacks = map[string]func(args []string) error{
-	"ns":       attackNS,
-	"mounts":   attackMounts,
+	"ns":     attackNS,
+	"mounts": attackMounts,
+	"overlay-write": func(args []string) error {
+		for _, l := range overlayWriteAttack(args[0]) {
+			fmt.Println(l)
+		}
+		return nil
+	},
 	"ls":       attackLs,
 	"stat":     attackStat,
 	"read":     attackRead,

@@ -26,6 +26,9 @@ func RunInit(args []string) int {
 	// Credentials, no_new_privs and the filter are set on this thread and the
 	// command is forked from it: never unlock.
 	runtime.LockOSThread()
+	if len(args) == 1 && args[0] == holdArg {
+		return runHold()
+	}
 
 	specFD, statusFD, err := parseInitArgs(args)
 	if err != nil {

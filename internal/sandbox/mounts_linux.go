@@ -72,7 +72,13 @@ func (b *rootBuilder) build() error {
 		}
 	}
 
-	if err := b.makeRoot(); err != nil {
+	rootMnt := -1
+	if b.spec.RootMount != nil {
+		if rootMnt, err = b.spec.RootMount.mount(); err != nil {
+			return &SetupError{Step: "receiving the root overlay", Err: err}
+		}
+	}
+	if err := b.makeRoot(rootMnt); err != nil {
 		return err
 	}
 	if err := b.placeEntries("/", b.spec.Root, rootFDs); err != nil {
@@ -120,8 +126,10 @@ func (b *rootBuilder) build() error {
 	if err := unix.MountSetattr(b.devMnt, "", unix.AT_EMPTY_PATH, ro); err != nil {
 		return &SetupError{Step: "making /dev read-only", Err: err}
 	}
-	if err := unix.MountSetattr(b.mnt, "", unix.AT_EMPTY_PATH, ro); err != nil {
-		return &SetupError{Step: "making / read-only", Err: err}
+	if b.spec.RootMount == nil {
+		if err := unix.MountSetattr(b.mnt, "", unix.AT_EMPTY_PATH, ro); err != nil {
+			return &SetupError{Step: "making / read-only", Err: err}
+		}
 	}
 	return b.pivot()
 }
@@ -245,10 +253,14 @@ func newTmpfs(size int64, mode os.FileMode, attr uint64) (int, error) {
 	return m, nil
 }
 
-func (b *rootBuilder) makeRoot() error {
-	m, err := newTmpfs(1<<20, 0o755, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV)
-	if err != nil {
-		return &SetupError{Step: "creating the root", Err: err}
+// makeRoot attaches the root: the given mount (an overlay), or when m is -1
+// a new 1 MiB tmpfs that is made read-only once built.
+func (b *rootBuilder) makeRoot(m int) error {
+	if m < 0 {
+		var err error
+		if m, err = newTmpfs(1<<20, 0o755, unix.MOUNT_ATTR_NOSUID|unix.MOUNT_ATTR_NODEV); err != nil {
+			return &SetupError{Step: "creating the root", Err: err}
+		}
 	}
 	for _, c := range attachCandidates {
 		if fi, err := os.Lstat(c); err == nil && fi.IsDir() {
@@ -334,7 +346,7 @@ func (b *rootBuilder) attachAt(fd int, path string, file bool) error {
 // the old root is detached: the kernel allows a new proc in a user namespace
 // only while a full proc is visible.
 func (b *rootBuilder) mountProc() error {
-	if err := unix.Mkdirat(b.rootFD, "proc", 0o555); err != nil {
+	if err := unix.Mkdirat(b.rootFD, "proc", 0o555); err != nil && !(errors.Is(err, unix.EEXIST) && b.spec.RootMount != nil) {
 		return &SetupError{Step: "creating /proc", Err: err}
 	}
 	if err := unix.Mount("proc", b.attach+"/proc", "proc", unix.MS_NOSUID|unix.MS_NODEV|unix.MS_NOEXEC, ""); err != nil {

@@ -48,8 +48,11 @@ const (
 // initSpec is what the host sends to init: the Spec reduced to what init does.
 type initSpec struct {
 	Root     []rootEntry `json:"root"`     // the entries of /
+	// RootMount, when set, is the root itself (a host-made overlay), and
+	// Root is empty.
+	RootMount *source `json:"root_mount,omitempty"`
 	Dev      []rootEntry `json:"dev"`      // the device nodes of /dev
-	Binds    []bindMount `json:"binds"`    // user binds, in order
+	Binds    []bindMount `json:"binds"`    // user binds, then overlays, in order
 	Tmpfs    []Tmpfs     `json:"tmpfs"`    // user tmpfs mounts
 	Masks    []string    `json:"masks"`    // paths hidden inside
 	Workdir  string      `json:"workdir"`  // absolute

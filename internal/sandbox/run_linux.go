@@ -62,15 +62,20 @@ func (s *Spec) initSpec() (*initSpec, error) {
 		is.Hostname = "proctor"
 	}
 	if s.Rootfs == RootfsHost {
-		for _, m := range HostMasks {
-			matches, err := filepath.Glob(m)
-			if err != nil {
-				return nil, &SpecError{Field: "mask", Value: m, Err: err}
-			}
-			is.Masks = append(is.Masks, matches...)
-		}
+		is.Masks = append(is.Masks, HostMaskPaths()...)
 	}
 	return is, nil
+}
+
+// HostMaskPaths expands HostMasks on this host: the paths a view of the
+// host's system directories must hide.
+func HostMaskPaths() []string {
+	var ps []string
+	for _, m := range HostMasks {
+		matches, _ := filepath.Glob(m) // the patterns are constants, known to be valid
+		ps = append(ps, matches...)
+	}
+	return ps
 }
 
 // idMaps returns the user and group id maps for the new user namespace: a

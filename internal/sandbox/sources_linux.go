@@ -23,7 +23,8 @@ const (
 // detached mount and returns the descriptors, to be handed to init in order
 // from firstSourceFD. On error nothing is left open.
 //
-// Nothing is idmapped: inside a bind, as everywhere, the sandbox's ids are
+// Only overlay lowers are idmapped (read-only; see overlay_linux.go): inside
+// a bind, as everywhere, the sandbox's ids are
 // the unprivileged host range, so what it writes through a writable bind
 // belongs to those ids, never to a host user (and scrubSetID takes back any
 // set-id bit once the run is over).
@@ -48,53 +49,8 @@ func collectSources(s *Spec, is *initSpec) (files []*os.File, err error) {
 		return src, nil
 	}
 
-	rootDir, names := s.Rootfs, []string(nil)
-	if s.Rootfs == RootfsHost {
-		rootDir = "/"
-		for _, d := range HostDirs {
-			names = append(names, strings.TrimPrefix(d, "/"))
-		}
-	} else {
-		des, err := os.ReadDir(rootDir)
-		if err != nil {
-			return nil, &SpecError{Field: "rootfs", Value: rootDir, Err: err}
-		}
-		for _, de := range des {
-			if !reservedRootEntries[de.Name()] {
-				names = append(names, de.Name())
-			}
-		}
-	}
-	// The rootfs may be writable by someone else (an image another sandbox
-	// could change): its entries are opened beneath it without following any
-	// symlink, and the mount is cloned from that descriptor, never by name.
-	dirfd, err := unix.Open(rootDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, &SpecError{Field: "rootfs", Value: rootDir, Err: err}
-	}
-	defer unix.Close(dirfd)
-	for _, name := range names {
-		p := filepath.Join(rootDir, name)
-		fd, err := openEntry(dirfd, name)
-		if errors.Is(err, unix.ENOENT) && s.Rootfs == RootfsHost {
-			continue // a host without /lib64, say
-		}
-		if err != nil {
-			return nil, &SpecError{Field: "rootfs", Value: p, Err: err}
-		}
-		entry, err := rootfsEntry(fd, name, p, detach)
-		unix.Close(fd)
-		if err != nil {
-			return nil, &SetupError{Step: "binding rootfs entry " + p, Err: err}
-		}
-		if entry.Name == "" {
-			continue // device nodes, fifos and sockets are not carried in
-		}
-		if entry.fd >= 0 {
-			entry.Src.FD = firstSourceFD + len(files)
-			files = append(files, os.NewFile(uintptr(entry.fd), p))
-		}
-		is.Root = append(is.Root, entry.rootEntry)
+	if err := collectRootfs(s, is, detach, &files); err != nil {
+		return nil, err
 	}
 
 	for _, n := range devNodes {
@@ -120,7 +76,79 @@ func collectSources(s *Spec, is *initSpec) (files []*os.File, err error) {
 		}
 		is.Binds = append(is.Binds, bindMount{Dst: b.Dst, Src: *src})
 	}
+
+	for i := range s.Overlays {
+		o := &s.Overlays[i]
+		m, err := mountOverlay(o)
+		if err != nil {
+			return nil, &SetupError{Step: "mounting the overlay at " + o.Dst, Err: err}
+		}
+		src := &source{Path: "overlay:" + o.Dst, FD: firstSourceFD + len(files)}
+		files = append(files, os.NewFile(uintptr(m), src.Path))
+		if o.Dst == "/" {
+			is.RootMount = src
+		} else {
+			is.Binds = append(is.Binds, bindMount{Dst: o.Dst, Src: *src})
+		}
+	}
 	return files, nil
+}
+
+// collectRootfs fills is.Root from the spec's rootfs (nothing when an overlay
+// is the root), appending the detached mounts it makes to files.
+func collectRootfs(s *Spec, is *initSpec, detach bool, files *[]*os.File) error {
+	if s.Rootfs == "" {
+		return nil
+	}
+	rootDir, names := s.Rootfs, []string(nil)
+	if s.Rootfs == RootfsHost {
+		rootDir = "/"
+		for _, d := range HostDirs {
+			names = append(names, strings.TrimPrefix(d, "/"))
+		}
+	} else {
+		des, err := os.ReadDir(rootDir)
+		if err != nil {
+			return &SpecError{Field: "rootfs", Value: rootDir, Err: err}
+		}
+		for _, de := range des {
+			if !reservedRootEntries[de.Name()] {
+				names = append(names, de.Name())
+			}
+		}
+	}
+	// The rootfs may be writable by someone else (an image another sandbox
+	// could change): its entries are opened beneath it without following any
+	// symlink, and the mount is cloned from that descriptor, never by name.
+	dirfd, err := unix.Open(rootDir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &SpecError{Field: "rootfs", Value: rootDir, Err: err}
+	}
+	defer unix.Close(dirfd)
+	for _, name := range names {
+		p := filepath.Join(rootDir, name)
+		fd, err := openEntry(dirfd, name)
+		if errors.Is(err, unix.ENOENT) && s.Rootfs == RootfsHost {
+			continue // a host without /lib64, say
+		}
+		if err != nil {
+			return &SpecError{Field: "rootfs", Value: p, Err: err}
+		}
+		entry, err := rootfsEntry(fd, name, p, detach)
+		unix.Close(fd)
+		if err != nil {
+			return &SetupError{Step: "binding rootfs entry " + p, Err: err}
+		}
+		if entry.Name == "" {
+			continue // device nodes, fifos and sockets are not carried in
+		}
+		if entry.fd >= 0 {
+			entry.Src.FD = firstSourceFD + len(*files)
+			*files = append(*files, os.NewFile(uintptr(entry.fd), p))
+		}
+		is.Root = append(is.Root, entry.rootEntry)
+	}
+	return nil
 }
 
 // mount returns a detached mount of the source, made now (without root) or

@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -42,6 +43,19 @@ type Tmpfs struct {
 	SizeBytes int64
 }
 
+// Overlay is a copy-on-write directory at Dst: the Lower host directories
+// (topmost first, read-only, their files shown as owned by the sandbox's ids
+// as they are owned by the host's), with every change going to Upper. Upper
+// and Work are host directories on one filesystem, owned by RootID, Work
+// empty. Overlays need root (idmapped mounts). Dst "/" makes the overlay the
+// sandbox's root, in place of Rootfs.
+type Overlay struct {
+	Dst   string
+	Lower []string
+	Upper string
+	Work  string
+}
+
 // Limits bound what the tree may consume. Zero means no limit.
 type Limits struct {
 	MemoryBytes int64
@@ -54,8 +68,9 @@ type Limits struct {
 // Spec describes one sandboxed run. It is a plain value: Run reads it and never
 // keeps or changes it.
 type Spec struct {
-	Rootfs   string // RootfsHost or an absolute directory used as / (read-only)
+	Rootfs   string // RootfsHost or an absolute directory used as / (read-only); "" when an overlay is the root
 	Binds    []Bind
+	Overlays []Overlay
 	Tmpfs    []Tmpfs
 	Masks    []string // absolute paths hidden inside: files read as empty, dirs as empty read-only dirs
 	Workdir  string   // absolute; "/" when empty
@@ -109,7 +124,22 @@ func (s *Spec) validate() error {
 	if len(s.Args) == 0 || s.Args[0] == "" {
 		return &SpecError{Field: "command", Err: fmt.Errorf("no command given")}
 	}
+	rootOverlay := false
+	for _, o := range s.Overlays {
+		if err := o.validate(); err != nil {
+			return err
+		}
+		if o.Dst == "/" {
+			if rootOverlay {
+				return &SpecError{Field: "overlay", Value: "/", Err: fmt.Errorf("two overlays on one destination")}
+			}
+			rootOverlay = true
+		}
+	}
 	switch {
+	case rootOverlay && s.Rootfs != "":
+		return &SpecError{Field: "rootfs", Value: s.Rootfs, Err: fmt.Errorf("an overlay on / is the root: leave rootfs empty")}
+	case rootOverlay:
 	case s.Rootfs == "":
 		return &SpecError{Field: "rootfs", Err: fmt.Errorf("not set (use %q or a directory)", RootfsHost)}
 	case s.Rootfs != RootfsHost:
@@ -184,6 +214,34 @@ func (s *Spec) validate() error {
 	return nil
 }
 
+func (o *Overlay) validate() error {
+	if o.Dst != "/" {
+		if err := checkInsidePath(o.Dst); err != nil {
+			return &SpecError{Field: "overlay", Value: o.Dst, Err: err}
+		}
+	}
+	if os.Geteuid() != 0 {
+		return &SpecError{Field: "overlay", Value: o.Dst, Err: fmt.Errorf("copy-on-write overlays need root (idmapped mounts)")}
+	}
+	if len(o.Lower) == 0 {
+		return &SpecError{Field: "overlay", Value: o.Dst, Err: fmt.Errorf("no lower directory")}
+	}
+	dirs := append(slices.Clone(o.Lower), o.Upper, o.Work)
+	for _, d := range dirs {
+		if !filepath.IsAbs(d) {
+			return &SpecError{Field: "overlay", Value: d, Err: fmt.Errorf("must be an absolute path")}
+		}
+		fi, err := os.Stat(d)
+		if err != nil {
+			return &SpecError{Field: "overlay", Value: d, Err: err}
+		}
+		if !fi.IsDir() {
+			return &SpecError{Field: "overlay", Value: d, Err: fmt.Errorf("not a directory")}
+		}
+	}
+	return nil
+}
+
 func (s *Spec) userMountDsts() []string {
 	var ds []string
 	for _, b := range s.Binds {
@@ -191,6 +249,11 @@ func (s *Spec) userMountDsts() []string {
 	}
 	for _, t := range s.Tmpfs {
 		ds = append(ds, t.Dst)
+	}
+	for _, o := range s.Overlays {
+		if o.Dst != "/" {
+			ds = append(ds, o.Dst)
+		}
 	}
 	return ds
 }
