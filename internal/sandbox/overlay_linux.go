@@ -55,6 +55,8 @@ func newIdmapUserns() (int, error) {
 	}
 	uid, gid, _ := idMaps()
 	cmd := exec.Command(self, InitCommand, holdArg)
+	cmd.Args[0] = "proctor" // as init is started: test binaries dispatch on it
+	cmd.Env = []string{"GOGC=off"}
 	cmd.SysProcAttr = &syscall.SysProcAttr{
 		Cloneflags:  syscall.CLONE_NEWUSER,
 		UidMappings: uid,
