@@ -113,7 +113,6 @@ git_base = "abc123"
 grading = "state"
 protected = ["tests/**", "**/*.lock"]
 pass_threshold = 0.5
-some_future_key = true
 
 [unknown_table]
 x = [1, 2, 3]
@@ -175,9 +174,6 @@ func TestLoadFull(t *testing.T) {
 	env, _ := raw["environment"].(map[string]any)
 	if _, ok := env["future_knob"]; !ok {
 		t.Errorf("Raw lost [environment].future_knob: %v", env)
-	}
-	if p, _ := raw["proctor"].(map[string]any); p["some_future_key"] != true {
-		t.Errorf("Raw lost [proctor].some_future_key: %v", p)
 	}
 }
 
@@ -568,5 +564,27 @@ func TestParseSize(t *testing.T) {
 				t.Errorf("parseSize(%q) = %d, %v; want %d, ok=%t", tt.in, got, err, tt.want, tt.ok)
 			}
 		})
+	}
+}
+
+// A misspelt key in Proctor's own table is an error, not a silently weaker
+// task.
+func TestProctorTableIsStrict(t *testing.T) {
+	dir := t.TempDir()
+	for p, c := range map[string]string{
+		"task.toml":      "[proctor]\nprotect = [\"**/conftest.py\"]\n",
+		"instruction.md": "x\n",
+		"tests/test.sh":  "#!/bin/sh\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, p), []byte(c), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err := Load(dir)
+	if err == nil || !strings.Contains(err.Error(), "[proctor].protect: unknown key") || !strings.Contains(err.Error(), "task.toml") {
+		t.Fatalf("Load: %v: want an unknown-key error naming task.toml and [proctor].protect", err)
 	}
 }

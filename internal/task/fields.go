@@ -1,0 +1,329 @@
+package task
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/pelletier/go-toml/v2"
+)
+
+// ---- typed access to decoded TOML ----
+
+// table is one decoded TOML table and its name for error messages.
+type table struct {
+	file string
+	name string         // "environment"; "" for the document itself
+	m    map[string]any // nil when the table is absent
+}
+
+// field names key in this table, as in "[environment].memory_mb". key is
+// one of our known, bare keys, or a path built with quoteKey such as
+// `env."A B"` or "protected[2]".
+func (t table) field(key string) string {
+	if t.name == "" {
+		return key
+	}
+	return "[" + t.name + "]." + key
+}
+
+func (t table) errorf(key string, sentinel error, format string, args ...any) error {
+	return &Error{File: t.file, Field: t.field(key), Err: errorf(sentinel, format, args...)}
+}
+
+func (t table) wrap(key string, err error) error {
+	return &Error{File: t.file, Field: t.field(key), Err: err}
+}
+
+func (t table) typeError(key, want string, v any) error {
+	return t.errorf(key, ErrType, "want %s, got %s", want, describe(v))
+}
+
+// table returns the sub-table key; absent gives an empty table.
+func (t table) table(key string) (table, error) {
+	sub := table{file: t.file, name: key}
+	if t.name != "" {
+		sub.name = t.name + "." + quoteKey(key)
+	}
+	v, ok := t.m[key]
+	if !ok {
+		return sub, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		name := "[" + sub.name + "]"
+		return sub, &Error{File: t.file, Field: name, Err: errorf(ErrType, "want a table, got %s", describe(v))}
+	}
+	sub.m = m
+	return sub, nil
+}
+
+func (t table) str(key string) (string, bool, error) {
+	v, ok := t.m[key]
+	if !ok {
+		return "", false, nil
+	}
+	s, ok := v.(string)
+	if !ok {
+		return "", false, t.typeError(key, "a string", v)
+	}
+	return s, true, nil
+}
+
+func (t table) boolean(key string) (bool, bool, error) {
+	v, ok := t.m[key]
+	if !ok {
+		return false, false, nil
+	}
+	b, ok := v.(bool)
+	if !ok {
+		return false, false, t.typeError(key, "a boolean", v)
+	}
+	return b, true, nil
+}
+
+// number accepts a TOML integer or float.
+func (t table) number(key string) (float64, bool, error) {
+	v, ok := t.m[key]
+	if !ok {
+		return 0, false, nil
+	}
+	switch n := v.(type) {
+	case int64:
+		return float64(n), true, nil
+	case float64:
+		return n, true, nil
+	}
+	return 0, false, t.typeError(key, "a number", v)
+}
+
+// integer accepts a TOML integer, or a float with no fractional part as
+// Harbor's pydantic models do.
+func (t table) integer(key string) (int64, bool, error) {
+	v, ok := t.m[key]
+	if !ok {
+		return 0, false, nil
+	}
+	switch n := v.(type) {
+	case int64:
+		return n, true, nil
+	case float64:
+		if n == math.Trunc(n) && math.Abs(n) < 1<<62 {
+			return int64(n), true, nil
+		}
+	}
+	return 0, false, t.typeError(key, "an integer", v)
+}
+
+func (t table) strings(key string) ([]string, bool, error) {
+	v, ok := t.m[key]
+	if !ok {
+		return nil, false, nil
+	}
+	a, ok := v.([]any)
+	if !ok {
+		return nil, false, t.typeError(key, "an array of strings", v)
+	}
+	out := make([]string, 0, len(a))
+	for i, e := range a {
+		s, ok := e.(string)
+		if !ok {
+			return nil, false, t.typeError(fmt.Sprintf("%s[%d]", key, i), "a string", e)
+		}
+		out = append(out, s)
+	}
+	return out, true, nil
+}
+
+// timeout reads a positive number of seconds.
+func (t table) timeout(key string, def time.Duration) (time.Duration, error) {
+	v, ok, err := t.number(key)
+	if err != nil || !ok {
+		return def, err
+	}
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return 0, t.errorf(key, ErrValue, "want a finite number of seconds, got %s", fmtFloat(v))
+	case v <= 0:
+		return 0, t.errorf(key, ErrValue, "must be positive, got %s", fmtFloat(v))
+	case v*float64(time.Second) >= math.MaxInt64:
+		return 0, t.errorf(key, ErrValue, "%s seconds is too long", fmtFloat(v))
+	}
+	d := time.Duration(math.Round(v * float64(time.Second)))
+	if d <= 0 {
+		return 0, t.errorf(key, ErrValue, "%s seconds is shorter than a nanosecond", fmtFloat(v))
+	}
+	return d, nil
+}
+
+// megabytes reads key as a positive integer of megabytes, or else the legacy
+// string form legacy ("2G", "512M", "1048576K"), which Harbor still accepts
+// and converts as here: G × 1024, M as is, K ÷ 1024, truncated. Both given
+// and different is an error, as in Harbor.
+func (t table) megabytes(key, legacy string, def int64) (int64, error) {
+	const maxMB = math.MaxInt64 >> 20 // so that MB << 20 fits an int64
+	n, ok, err := t.integer(key)
+	if err != nil {
+		return 0, err
+	}
+	if ok && (n <= 0 || n > maxMB) {
+		return 0, t.errorf(key, ErrValue, "must be positive and at most %d, got %d", int64(maxMB), n)
+	}
+	s, lok, err := t.str(legacy)
+	if err != nil {
+		return 0, err
+	}
+	if !lok {
+		if ok {
+			return n, nil
+		}
+		return def, nil
+	}
+	m, err := parseSize(s)
+	if err != nil {
+		return 0, t.wrap(legacy, err)
+	}
+	if m <= 0 || m > maxMB {
+		return 0, t.errorf(legacy, ErrValue, "%q is %d MB (want at least 1 MB)", s, m)
+	}
+	if ok && n != m {
+		return 0, t.errorf(legacy, ErrValue, "%q is %d MB, but %s is %d", s, m, key, n)
+	}
+	return m, nil
+}
+
+// parseSize converts a size like "2G" to megabytes as Harbor's
+// EnvironmentConfig._parse_size_to_mb does.
+func parseSize(s string) (int64, error) {
+	u := strings.ToUpper(strings.TrimSpace(s))
+	var mul float64
+	switch {
+	case strings.HasSuffix(u, "G"):
+		mul = 1024
+	case strings.HasSuffix(u, "M"):
+		mul = 1
+	case strings.HasSuffix(u, "K"):
+		mul = 1.0 / 1024
+	default:
+		return 0, errorf(ErrValue, "invalid size %q (want a number and G, M or K, as in \"2G\")", s)
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(u[:len(u)-1]), 64)
+	if err != nil || math.IsNaN(f) || math.IsInf(f, 0) || f*mul >= 1<<62 {
+		return 0, errorf(ErrValue, "invalid size %q (want a number and G, M or K, as in \"2G\")", s)
+	}
+	return int64(f * mul), nil
+}
+
+// env reads a table of environment variables.
+func (t table) env(key string) (map[string]string, error) {
+	out := map[string]string{}
+	v, ok := t.m[key]
+	if !ok {
+		return out, nil
+	}
+	m, ok := v.(map[string]any)
+	if !ok {
+		return nil, t.typeError(key, "a table of strings", v)
+	}
+	for k, e := range m {
+		f := key + "." + quoteKey(k)
+		switch {
+		case k == "":
+			return nil, t.errorf(key, ErrValue, "empty variable name")
+		case strings.ContainsAny(k, "=\x00"):
+			return nil, t.errorf(f, ErrValue, "variable name %q contains '=' or NUL", k)
+		}
+		s, ok := e.(string)
+		if !ok {
+			return nil, t.typeError(f, "a string", e)
+		}
+		if strings.IndexByte(s, 0) >= 0 {
+			return nil, t.errorf(f, ErrValue, "value contains a NUL byte")
+		}
+		out[k] = s
+	}
+	return out, nil
+}
+
+// network checks network_mode, allowed_hosts and, in [environment]
+// (baseline), allow_internet. Only no network is offered; every request for
+// more is ErrUnsupported rather than quietly denied.
+func (t table) network(baseline bool) (string, []string, error) {
+	if baseline {
+		if b, ok, err := t.boolean("allow_internet"); err != nil {
+			return "", nil, err
+		} else if ok && b {
+			return "", nil, t.errorf("allow_internet", ErrUnsupported,
+				"network access is not supported yet (a later release); remove it or set network_mode = %q", NetworkNone)
+		}
+	}
+	mode, ok, err := t.str("network_mode")
+	if err != nil {
+		return "", nil, err
+	}
+	switch {
+	case !ok || mode == NetworkNone:
+		mode = NetworkNone
+	case mode == NetworkAllowlist:
+		return "", nil, t.errorf("network_mode", ErrUnsupported, "allow-list egress is not supported yet (a later release)")
+	case mode == "public":
+		return "", nil, t.errorf("network_mode", ErrUnsupported, "public network access is not supported yet (a later release) (want %q)", NetworkNone)
+	default:
+		return "", nil, t.errorf("network_mode", ErrUnknownValue, "unknown value %q (want %q; %q is not supported yet)", mode, NetworkNone, NetworkAllowlist)
+	}
+	hosts, _, err := t.strings("allowed_hosts")
+	if err != nil {
+		return "", nil, err
+	}
+	if len(hosts) > 0 {
+		return "", nil, t.errorf("allowed_hosts", ErrUnsupported, "allow-list egress is not supported yet (a later release)")
+	}
+	return mode, nil, nil
+}
+
+// quoteKey writes a TOML key as TOML would: bare when it can be.
+func quoteKey(k string) string {
+	if k == "" {
+		return `""`
+	}
+	for _, r := range k {
+		if !(r == '_' || r == '-' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9') {
+			return strconv.Quote(k)
+		}
+	}
+	return k
+}
+
+// describe names a decoded TOML value's type, with the value when short.
+func describe(v any) string {
+	switch x := v.(type) {
+	case string:
+		if len(x) > 40 {
+			return "a string"
+		}
+		return fmt.Sprintf("string %q", x)
+	case int64:
+		return fmt.Sprintf("integer %d", x)
+	case float64:
+		return "float " + fmtFloat(x)
+	case bool:
+		return fmt.Sprintf("boolean %t", x)
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "a table"
+	case time.Time:
+		return "an offset date-time"
+	case toml.LocalDateTime:
+		return "a local date-time"
+	case toml.LocalDate:
+		return "a local date"
+	case toml.LocalTime:
+		return "a local time"
+	}
+	return fmt.Sprintf("a %T", v)
+}
+
+func fmtFloat(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
