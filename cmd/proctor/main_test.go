@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -26,6 +27,12 @@ func TestScripts(t *testing.T) {
 			if os.Geteuid() != 0 {
 				env.Setenv("NOT_ROOT", "1")
 			}
+			examples, err := filepath.Abs(filepath.Join("..", "..", "examples"))
+			if err != nil {
+				return err
+			}
+			env.Setenv("EXAMPLES", examples)
+			env.Setenv("PROCTOR_CACHE_DIR", filepath.Join(env.WorkDir, ".cache"))
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {

@@ -68,6 +68,12 @@ const (
 // dir itself are not part of it. An empty directory hashes
 // H("proctor-tree-v1\x00").
 func Digest(dir string) (string, error) {
+	return DigestCached(dir, nil)
+}
+
+// DigestCached is Digest with the content hashes of files taken from, and
+// added to, cache (nil for none). The result is the same.
+func DigestCached(dir string, cache *HashCache) (string, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return "", &Error{File: dir, Err: err}
@@ -88,7 +94,7 @@ func Digest(dir string) (string, error) {
 	}
 	defer root.Close()
 
-	w := &walker{root: root, base: resolved}
+	w := &walker{root: root, base: resolved, cache: cache}
 	top := &node{kind: kindDir}
 	if err := w.walk(top, "."); err != nil {
 		return "", err
@@ -116,6 +122,7 @@ type walker struct {
 	root  *os.Root
 	base  string  // absolute path of the root, for errors
 	files []*node // regular files, in walk order, hashed by hashFiles
+	cache *HashCache
 }
 
 func (w *walker) errorAt(rel string, err error) error {
@@ -158,6 +165,10 @@ func (w *walker) walk(n *node, rel string) error {
 		switch {
 		case m.IsRegular():
 			c.kind = kindFile
+			if h, ok := w.cache.lookup(info); ok {
+				c.hash = h
+				break
+			}
 			w.files = append(w.files, c)
 		case m.IsDir():
 			c.kind = kindDir
@@ -250,7 +261,17 @@ func (w *walker) hashFile(n *node, h hash.Hash, buf []byte) error {
 		return w.errorAt(n.rel, err)
 	}
 	h.Sum(n.hash[:0])
+	// Remember it only if the file is still what was read.
+	if after, err := f.Stat(); err == nil && sameIdentity(fi, after) {
+		w.cache.remember(after, n.hash)
+	}
 	return nil
+}
+
+func sameIdentity(a, b fs.FileInfo) bool {
+	ka, oka := keyOf(a)
+	kb, okb := keyOf(b)
+	return oka && okb && ka == kb
 }
 
 // hashTree computes the hash of every directory below and including n,

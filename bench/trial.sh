@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# The cost of one whole trial, and of preparing a big workspace, side by side
+# in one run:
+#
+#   1. `proctor run` of a trivial task (do-nothing agent, one-line grader):
+#      prepare, agent sandbox, freeze, grader sandbox, verdict;
+#   2. the same with a 1 GiB, 50,000-file workspace: the difference is what
+#      preparing that workspace costs (overlay layers, not copies), against
+#      `cp -a` of the same tree, the copy a container-per-trial harness makes.
+#
+#   bench/trial.sh [RUNS]        (root; needs hyperfine, python3)
+set -euo pipefail
+runs=${1:-30}
+cd "$(dirname "$0")/.."
+
+for tool in hyperfine python3; do
+	command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install hyperfine python3)" >&2; exit 1; }
+done
+[ "$(id -u)" = 0 ] || { echo "bench: proctor run needs root" >&2; exit 1; }
+
+work=$(mktemp -d /var/tmp/proctor-bench.XXXXXX)
+trap 'rm -rf "$work"' EXIT
+chmod 755 "$work"
+CGO_ENABLED=0 go build -trimpath -o "$work/proctor" ./cmd/proctor
+
+mktask() { # DIR: a task whose grader only writes a reward
+	mkdir -p "$1/tests" "$1/environment/workspace"
+	printf '[environment]\nmemory_mb = 1024\n[proctor]\nrootfs = "host"\n' > "$1/task.toml"
+	echo "Do nothing." > "$1/instruction.md"
+	printf '#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n' > "$1/tests/test.sh"
+	chmod -R a+rX "$1"
+}
+mktask "$work/small"
+echo 'print("hello")' > "$work/small/environment/workspace/main.py"
+mktask "$work/big"
+# 1 GiB in 50,000 files: 500 directories of 100 files of ~21 KiB.
+python3 - "$work/big/environment/workspace" <<'PY'
+import os, sys
+root = sys.argv[1]
+chunk = os.urandom(21475)
+for d in range(500):
+    p = os.path.join(root, f"d{d:03}")
+    os.mkdir(p)
+    for f in range(100):
+        with open(os.path.join(p, f"f{f:03}.bin"), "wb") as fh:
+            fh.write(chunk)
+PY
+chmod -R a+rX "$work/big"
+du -sh "$work/big/environment/workspace" | sed 's/^/bench: workspace /'
+
+run() { echo "$work/proctor run -q --task $work/$1 --agent true --out $work/out-$1 --cache-dir $work/cache"; }
+# Each must work once (and the task digests get cached) before timing.
+$(run small) >/dev/null; rm -rf "$work/out-small"
+$(run big) >/dev/null; rm -rf "$work/out-big"
+
+hyperfine -N --warmup 3 --runs "$runs" --export-json "$work/h.json" \
+	--prepare "rm -rf $work/out-small $work/out-big $work/copy" \
+	-n "trial (trivial task)" "$(run small)" \
+	-n "trial (1 GiB workspace)" "$(run big)" \
+	-n "cp -a (1 GiB workspace)" "cp -a $work/big/environment/workspace $work/copy" >/dev/null
+
+python3 - "$work/h.json" <<'PY'
+import json, sys
+res = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
+med = {k: v["median"] * 1000 for k, v in res.items()}
+for k, v in med.items():
+    print(f"{k:<26} median {v:9.1f} ms   mean {res[k]['mean']*1000:9.1f} ms")
+small, big, cp = med["trial (trivial task)"], med["trial (1 GiB workspace)"], med["cp -a (1 GiB workspace)"]
+prep = max(big - small, 0.0)
+print(f"preparing the 1 GiB workspace: {prep:.1f} ms (trial difference); cp -a takes {cp:.0f} ms: {cp / max(prep, 0.1):.0f}x")
+PY

@@ -1,0 +1,129 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/proctor-sandbox/proctor/internal/task"
+	"github.com/proctor-sandbox/proctor/internal/trial"
+)
+
+// exitNotPassed is the status of a trial that ran and was judged, but did
+// not pass.
+const exitNotPassed = 1
+
+// trialFlags are the flags every trial-running command shares.
+type trialFlags struct {
+	cacheDir, scratchDir string
+	quiet                bool
+}
+
+func (f *trialFlags) register(c *cobra.Command) {
+	c.Flags().StringVar(&f.cacheDir, "cache-dir", "", "where prepared workspaces are kept (default $PROCTOR_CACHE_DIR, else the user cache dir)")
+	c.Flags().StringVar(&f.scratchDir, "scratch-dir", "", "where each sandbox's private tmpfs is mounted while it runs (default the temp dir)")
+	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
+}
+
+func (f *trialFlags) options(stderr io.Writer) (trial.Options, error) {
+	o := trial.Options{CacheDir: f.cacheDir, ScratchDir: f.scratchDir}
+	if o.CacheDir == "" {
+		o.CacheDir = os.Getenv("PROCTOR_CACHE_DIR")
+	}
+	if o.CacheDir == "" {
+		d, err := os.UserCacheDir()
+		if err != nil {
+			return o, fmt.Errorf("--cache-dir: not set and no user cache dir: %w", err)
+		}
+		o.CacheDir = filepath.Join(d, "proctor")
+	}
+	if !f.quiet {
+		o.Progress = stderr
+	}
+	return o, nil
+}
+
+func loadTask(dir string) (*task.Task, error) {
+	if dir == "" {
+		return nil, usageErr("--task: not set")
+	}
+	t, err := task.Load(dir)
+	if err != nil {
+		return nil, err
+	}
+	return t, nil
+}
+
+func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		taskDir, agent, agentDir, out string
+		tf                            trialFlags
+	)
+	c := &cobra.Command{
+		Use:   "run --task DIR --agent COMMAND --out DIR",
+		Short: "Run one agent on one task and grade it in a second sandbox",
+		Long: `Run COMMAND (with /bin/sh -c, in the task's workdir) as the agent in a
+sandbox over a copy-on-write view of the task's environment and workspace,
+with the instruction at /proctor/instruction.md and no network. When it ends,
+its whole process tree is killed, its changes are read into a changeset, and
+the permitted part of them is graded by the task's tests/test.sh in a fresh
+sandbox. The verdict, the logs and the changeset go to --out.
+
+Exit status: 0 when the trial passed; 1 when it was judged and did not pass
+(failed, compromised, timed out); 125 when it could not be run or judged; 2
+for a wrong command line.`,
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, _ []string) error {
+			if agent == "" {
+				return usageErr("--agent: not set")
+			}
+			if out == "" {
+				return usageErr("--out: not set")
+			}
+			t, err := loadTask(taskDir)
+			if err != nil {
+				return err
+			}
+			o, err := tf.options(stderr)
+			if err != nil {
+				return err
+			}
+			o.Task, o.Agent, o.AgentDir, o.Out = t, agent, agentDir, out
+			v, err := trial.Run(c.Context(), o)
+			return reportTrial(stdout, v, err, out)
+		},
+	}
+	c.Flags().StringVar(&taskDir, "task", "", "the task directory (Harbor layout)")
+	c.Flags().StringVar(&agent, "agent", "", "the agent's shell command")
+	c.Flags().StringVar(&agentDir, "agent-dir", "", "a directory mounted read-only at /agent")
+	c.Flags().StringVar(&out, "out", "", "the output directory (created; must be empty)")
+	tf.register(c)
+	return c
+}
+
+// reportTrial prints a one-line summary and turns the verdict into an exit
+// status.
+func reportTrial(stdout io.Writer, v *trial.Verdict, err error, out string) error {
+	if v == nil {
+		return err
+	}
+	word := "FAIL"
+	if v.Passed {
+		word = "PASS"
+	}
+	fmt.Fprintf(stdout, "%s %s: status %s, reward %g, %d violation(s), changeset %d file(s); verdict in %s\n",
+		word, v.Task.Name, v.Status, v.Reward, len(v.Violations), v.Changeset.Files, filepath.Join(out, trial.VerdictFile))
+	if err != nil {
+		return err
+	}
+	if !v.Passed {
+		return exitStatus(exitNotPassed)
+	}
+	return nil
+}
+
+var errValidate = errors.New("task failed validation")

@@ -1,0 +1,257 @@
+package trial
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/proctor-sandbox/proctor/internal/sandbox"
+	"github.com/proctor-sandbox/proctor/internal/workspace"
+)
+
+// Paths inside the sandboxes that belong to the harness.
+const (
+	InstructionPath = "/proctor/instruction.md"
+	AgentDirPath    = "/agent"
+	SolutionPath    = "/solution"
+	TestsPath       = "/tests"
+	VerifierLogs    = "/logs/verifier"
+)
+
+// harnessMounts are mount points the harness provides in every sandbox; a
+// layer never reads them (what is there is not the agent's change).
+var harnessMounts = []string{"/proc", "/dev", "/sys", "/tmp", "/proctor", AgentDirPath, SolutionPath}
+
+// skeletonDirs are the empty directories of a "host" root: the usual top of
+// a Linux tree, writable copy-on-write like everything else.
+var skeletonDirs = []struct {
+	path string
+	mode os.FileMode
+}{
+	{"root", 0o700}, {"home", 0o755}, {"opt", 0o755}, {"srv", 0o755}, {"mnt", 0o755},
+	{"run", 0o755}, {"var", 0o755}, {"var/tmp", 0o1777}, {"var/cache", 0o755}, {"var/lib", 0o755},
+	{"var/log", 0o755}, {"proc", 0o555}, {"dev", 0o755}, {"sys", 0o555}, {"tmp", 0o1777},
+	{"proctor", 0o755}, {"logs", 0o755},
+}
+
+// scratch is a private tmpfs holding one sandbox's upper layers: its size
+// caps what the agent can write, and unmounting it frees everything.
+type scratch struct {
+	dir string
+}
+
+func newScratch(parent, name string, sizeMB int64) (*scratch, error) {
+	dir, err := os.MkdirTemp(parent, "proctor-"+name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("creating scratch space: %w", err)
+	}
+	opts := fmt.Sprintf("mode=0755,size=%dm", sizeMB)
+	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
+		os.Remove(dir)
+		return nil, fmt.Errorf("mounting scratch space on %s: %w", dir, err)
+	}
+	return &scratch{dir: dir}, nil
+}
+
+func (s *scratch) close() error {
+	if s == nil {
+		return nil
+	}
+	if err := unix.Unmount(s.dir, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("unmounting scratch space %s: %w", s.dir, err)
+	}
+	return os.Remove(s.dir)
+}
+
+// layer is one copy-on-write overlay of a sandbox and the pristine directory
+// under it.
+type layer struct {
+	dst   string
+	lower string
+	upper string
+	work  string
+	hide  []string
+}
+
+// layout is the filesystem of one sandbox: overlays, and what to mask.
+type layout struct {
+	layers []layer
+	masks  []string
+}
+
+// environment is the read-only root every sandbox of a trial starts from.
+type environment struct {
+	rootfs string // sandbox.RootfsHost or an absolute directory
+}
+
+// buildLayout makes the layers of a sandbox in s: the root (the rootfs
+// directory, or for "host" a skeleton with the host's system directories as
+// their own layers) and, when wsLower is set, the workspace at workdir.
+func buildLayout(s *scratch, env environment, workdir, wsLower string) (*layout, error) {
+	l := &layout{}
+	rootLower := env.rootfs
+	if env.rootfs == sandbox.RootfsHost {
+		skel := filepath.Join(s.dir, "skeleton")
+		subs, err := makeSkeleton(skel, workdir)
+		if err != nil {
+			return nil, err
+		}
+		rootLower = skel
+		for _, d := range subs {
+			l.layers = append(l.layers, layer{dst: d, lower: d})
+		}
+		l.masks = sandbox.HostMaskPaths()
+	}
+	l.layers = append([]layer{{dst: "/", lower: rootLower}}, l.layers...)
+	if wsLower != "" {
+		l.layers = append(l.layers, layer{dst: workdir, lower: wsLower})
+	}
+	for i := range l.layers {
+		ly := &l.layers[i]
+		base := filepath.Join(s.dir, fmt.Sprintf("layer%d", i))
+		ly.upper, ly.work = filepath.Join(base, "upper"), filepath.Join(base, "work")
+		for _, d := range []string{base, ly.upper, ly.work} {
+			if err := os.Mkdir(d, 0o755); err != nil {
+				return nil, fmt.Errorf("creating layer directories: %w", err)
+			}
+		}
+		for _, d := range []string{ly.upper, ly.work} {
+			if err := os.Chown(d, sandbox.RootID(), sandbox.RootID()); err != nil {
+				return nil, fmt.Errorf("creating layer directories: %w", err)
+			}
+		}
+		// What lies below this layer's mount points is not its change.
+		for _, h := range harnessMounts {
+			if under(h, ly.dst) && h != ly.dst {
+				ly.hide = append(ly.hide, h)
+			}
+		}
+		for _, o := range l.layers {
+			if o.dst != ly.dst && under(o.dst, ly.dst) {
+				ly.hide = append(ly.hide, o.dst)
+			}
+		}
+	}
+	return l, nil
+}
+
+// makeSkeleton builds the root of a "host" environment: the usual empty
+// directories, the workdir, and the host's system directories (symlinks are
+// copied; directories become mount points, returned as the layers to add).
+func makeSkeleton(skel, workdir string) ([]string, error) {
+	if err := os.Mkdir(skel, 0o755); err != nil {
+		return nil, fmt.Errorf("creating the root skeleton: %w", err)
+	}
+	for _, d := range skeletonDirs {
+		p := filepath.Join(skel, d.path)
+		if err := os.Mkdir(p, d.mode); err != nil {
+			return nil, fmt.Errorf("creating the root skeleton: %w", err)
+		}
+		if err := os.Chmod(p, d.mode); err != nil { // past the umask
+			return nil, fmt.Errorf("creating the root skeleton: %w", err)
+		}
+	}
+	if err := os.MkdirAll(filepath.Join(skel, workdir), 0o755); err != nil {
+		return nil, fmt.Errorf("creating the workdir %s: %w", workdir, err)
+	}
+	var subs []string
+	for _, d := range sandbox.HostDirs {
+		fi, err := os.Lstat(d)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("looking at the host's %s: %w", d, err)
+		}
+		switch {
+		case fi.Mode()&os.ModeSymlink != 0:
+			target, err := os.Readlink(d)
+			if err != nil {
+				return nil, err
+			}
+			if err := os.Symlink(target, filepath.Join(skel, d)); err != nil {
+				return nil, fmt.Errorf("creating the root skeleton: %w", err)
+			}
+		case fi.IsDir():
+			if err := os.Mkdir(filepath.Join(skel, d), 0o755); err != nil {
+				return nil, fmt.Errorf("creating the root skeleton: %w", err)
+			}
+			subs = append(subs, d)
+		}
+	}
+	return subs, nil
+}
+
+// overlays returns the sandbox overlays of the layout.
+func (l *layout) overlays() []sandbox.Overlay {
+	var os []sandbox.Overlay
+	for _, ly := range l.layers {
+		os = append(os, sandbox.Overlay{Dst: ly.dst, Lower: []string{ly.lower}, Upper: ly.upper, Work: ly.work})
+	}
+	return os
+}
+
+// workspaceLayers returns the layers as the changeset code sees them.
+func (l *layout) workspaceLayers() []workspace.Layer {
+	var ws []workspace.Layer
+	for _, ly := range l.layers {
+		ws = append(ws, workspace.Layer{Dst: ly.dst, Upper: ly.upper, Hide: ly.hide})
+	}
+	return ws
+}
+
+// layerFor returns the layer a sandbox path belongs to: the one with the
+// longest destination above it.
+func (l *layout) layerFor(p string) *layer {
+	var best *layer
+	for i := range l.layers {
+		ly := &l.layers[i]
+		if under(p, ly.dst) && (best == nil || len(ly.dst) > len(best.dst)) {
+			best = ly
+		}
+	}
+	return best
+}
+
+// pristineExists reports whether p (a sandbox path from the agent's
+// changeset: untrusted) exists in the pristine environment. It is resolved
+// inside its layer's lower directory and can never leave it.
+func (l *layout) pristineExists(p string) (bool, error) {
+	ly := l.layerFor(p)
+	if ly == nil {
+		return false, nil
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(p, ly.dst), "/")
+	if rel == "" {
+		return true, nil
+	}
+	dfd, err := unix.Open(ly.lower, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, err
+	}
+	defer unix.Close(dfd)
+	fd, err := unix.Openat2(dfd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	switch {
+	case err == nil:
+		unix.Close(fd)
+		return true, nil
+	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
+		return false, nil
+	}
+	return false, err
+}
+
+// under reports whether p is base or lies below it.
+func under(p, base string) bool {
+	if base == "/" {
+		return strings.HasPrefix(p, "/")
+	}
+	return p == base || strings.HasPrefix(p, base+"/")
+}

@@ -1,0 +1,492 @@
+package trial
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/proctor-sandbox/proctor/internal/grade"
+	"github.com/proctor-sandbox/proctor/internal/sandbox"
+	"github.com/proctor-sandbox/proctor/internal/task"
+	"github.com/proctor-sandbox/proctor/internal/workspace"
+	"github.com/proctor-sandbox/proctor/internal/workspace/gitbase"
+)
+
+// Files a trial writes under its output directory.
+const (
+	VerdictFile   = "verdict.json"
+	AgentLog      = "agent.log"
+	GraderLog     = "grader.log"
+	ChangesetFile = "changeset.tar"
+)
+
+// Phase names, the keys of Verdict.Phases.
+const (
+	PhaseAgent  = "agent"
+	PhaseGrader = "grader"
+)
+
+// DefaultLogCap is how much of each phase's output is kept.
+const DefaultLogCap = 8 << 20
+
+// defaultPids bounds the processes of each phase.
+const defaultPids = 4096
+
+// Options configure one trial. Task and Agent are required.
+type Options struct {
+	Task     *task.Task
+	Agent    string // shell command, run with /bin/sh -c in the workdir
+	AgentDir string // host directory mounted read-only at /agent, or ""
+	// Solution mounts the task's solution directory at /solution in the
+	// agent sandbox: only for the oracle (proctor validate).
+	Solution bool
+	Out      string // output directory: created, or empty
+	CacheDir string // where prepared workspaces are kept
+	// ScratchDir is where the per-sandbox tmpfs mounts go ("" = os.TempDir).
+	ScratchDir string
+	LogCap     int64 // per phase; DefaultLogCap when 0
+	Limits     workspace.Limits
+	Progress   io.Writer // one line per step; nil for none
+}
+
+// Run runs one trial: prepare, agent phase, freeze, grade, verdict. It
+// returns the verdict it wrote to Out. An error with a nil verdict means
+// nothing was run (bad options, an output directory in use); an error with a
+// verdict means the trial stopped in error, and the verdict says where.
+func Run(ctx context.Context, o Options) (*Verdict, error) {
+	if err := o.check(); err != nil {
+		return nil, err
+	}
+	t := o.Task
+	v := &Verdict{
+		Schema:        Schema,
+		Task:          TaskRef{Name: t.Name},
+		Agent:         AgentRef{Command: o.Agent},
+		PassThreshold: t.Proctor.PassThreshold,
+		Grading:       t.Proctor.Grading,
+		Violations:    []Violation{},
+		Phases:        map[string]Phase{PhaseAgent: {LimitsHit: []sandbox.Limit{}}, PhaseGrader: {LimitsHit: []sandbox.Limit{}}},
+		Workspace:     WorkspaceRef{Workdir: t.Environment.Workdir},
+		Environment:   EnvironmentRef{Rootfs: t.Proctor.Rootfs},
+		Changeset:     ChangesetRef{Dropped: []workspace.Dropped{}},
+		Artifacts:     []string{},
+		TimingsMS:     map[string]int64{},
+	}
+	r := &runner{o: o, v: v}
+	// A task that cannot be prepared (a git_base that does not resolve, say)
+	// is bad input: an error before anything runs or is written.
+	if err := r.prepare(ctx); err != nil {
+		return nil, err
+	}
+	if err := makeOut(o.Out); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	digested := make(chan error, 1)
+	go func() { digested <- r.digest() }()
+	err := r.run(ctx)
+	if derr := <-digested; derr != nil && err == nil {
+		err = derr
+	}
+	v.TimingsMS["digest"] = r.digestMS
+	v.TimingsMS["total"] = time.Since(start).Milliseconds() + v.TimingsMS["prepare"]
+	if err != nil {
+		v.Error = err.Error()
+	}
+	v.settle()
+	for _, a := range []string{AgentLog, ChangesetFile, GraderLog} {
+		if _, serr := os.Stat(filepath.Join(o.Out, a)); serr == nil {
+			v.Artifacts = append(v.Artifacts, a)
+		}
+	}
+	if werr := v.write(o.Out); werr != nil && err == nil {
+		err = werr
+	}
+	return v, err
+}
+
+func (o *Options) check() error {
+	if o.Task == nil {
+		return errors.New("no task")
+	}
+	if strings.TrimSpace(o.Agent) == "" {
+		return errors.New("--agent: empty command")
+	}
+	if os.Geteuid() != 0 {
+		return errors.New("proctor run needs root: its copy-on-write layers are idmapped mounts")
+	}
+	if o.AgentDir != "" {
+		abs, err := filepath.Abs(o.AgentDir)
+		if err != nil {
+			return fmt.Errorf("--agent-dir: %w", err)
+		}
+		o.AgentDir = abs
+		fi, err := os.Stat(o.AgentDir)
+		if err != nil {
+			return fmt.Errorf("--agent-dir: %w", err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("--agent-dir %s: not a directory", o.AgentDir)
+		}
+	}
+	if o.Solution && o.Task.Solution == "" {
+		return fmt.Errorf("%s: no solution/solve.sh", o.Task.Dir)
+	}
+	if o.Out == "" {
+		return errors.New("--out: not set")
+	}
+	if des, err := os.ReadDir(o.Out); err == nil && len(des) > 0 {
+		return fmt.Errorf("--out %s: not empty (a trial never overwrites another's results)", o.Out)
+	}
+	if o.LogCap == 0 {
+		o.LogCap = DefaultLogCap
+	}
+	if o.Limits == (workspace.Limits{}) {
+		o.Limits = workspace.DefaultLimits()
+	}
+	return nil
+}
+
+func makeOut(out string) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	des, err := os.ReadDir(out)
+	if err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	if len(des) > 0 {
+		return fmt.Errorf("--out %s: not empty (a trial never overwrites another's results)", out)
+	}
+	return nil
+}
+
+// runner carries one trial through its phases.
+type runner struct {
+	o        Options
+	v        *Verdict
+	env      environment
+	ws       string // the workspace's lower directory, or ""
+	cache    *task.HashCache
+	digestMS int64 // set by digest, read after it is done
+}
+
+func (r *runner) say(format string, args ...any) {
+	if r.o.Progress != nil {
+		fmt.Fprintf(r.o.Progress, "proctor: "+format+"\n", args...)
+	}
+}
+
+func (r *runner) run(ctx context.Context) error {
+	t := r.o.Task
+
+	// Agent phase.
+	agentScratch, err := newScratch(r.o.ScratchDir, "agent", t.Environment.StorageMB)
+	if err != nil {
+		return err
+	}
+	defer agentScratch.close()
+	agentLayout, err := buildLayout(agentScratch, r.env, t.Environment.Workdir, r.ws)
+	if err != nil {
+		return err
+	}
+	if err := r.agentPhase(ctx, agentLayout); err != nil {
+		return err
+	}
+
+	// Freeze: the agent's tree is dead (sandbox.Run returns only then); its
+	// upper layers become the changeset.
+	archivePath := filepath.Join(r.o.Out, ChangesetFile)
+	freezeStart := time.Now()
+	cs, err := r.freeze(agentLayout, archivePath)
+	if err != nil {
+		return err
+	}
+	pol := &policy{grading: t.Proctor.Grading, workdir: t.Environment.Workdir,
+		protected: t.Proctor.Protected, pristine: agentLayout.pristineExists}
+	keep := map[string]bool{}
+	for _, e := range cs.Entries {
+		d, err := pol.decide(e)
+		if err != nil {
+			return err
+		}
+		if d.violation != nil {
+			r.v.Violations = append(r.v.Violations, *d.violation)
+		}
+		if d.keep {
+			keep[e.Path] = true
+		}
+	}
+	r.v.Changeset.Permitted = len(keep)
+	for _, vi := range r.v.Violations {
+		r.say("violation: %s %s: %s", vi.Kind, vi.Path, vi.Detail)
+	}
+	if err := agentScratch.close(); err != nil {
+		return err
+	}
+	agentScratch = nil
+	r.v.TimingsMS["freeze"] = time.Since(freezeStart).Milliseconds()
+
+	// Grading, in a sandbox made afresh.
+	return r.gradePhase(ctx, archivePath, cs, keep)
+}
+
+// prepare resolves the environment and the workspace and records digests.
+func (r *runner) prepare(ctx context.Context) error {
+	t := r.o.Task
+	r.say("preparing %s", t.Name)
+	start := time.Now()
+	r.env = environment{rootfs: t.Proctor.Rootfs}
+	if t.Proctor.Workspace != "" {
+		r.ws = t.Proctor.Workspace
+		if t.Proctor.GitBase != "" {
+			dir, commit, err := gitbase.Prepare(ctx, t.Proctor.Workspace, t.Proctor.GitBase, filepath.Join(r.o.CacheDir, "workspaces"))
+			if err != nil {
+				return fmt.Errorf("%s: [proctor].git_base: %w", filepath.Join(t.Dir, "task.toml"), err)
+			}
+			r.ws, r.v.Workspace.Commit = dir, commit
+		}
+	}
+	// Digests of big trees are cheap the second time: file hashes are
+	// cached by identity.
+	cache, err := task.OpenHashCache(filepath.Join(r.o.CacheDir, "hashes"))
+	if err != nil {
+		return err
+	}
+	r.cache = cache
+	r.v.TimingsMS["prepare"] = time.Since(start).Milliseconds()
+	return nil
+}
+
+// digest records the digests of every input: the task, the agent directory
+// and the environment. Nothing the agent does can change them (they are
+// read-only lower layers or not in its sandbox at all), so this runs beside
+// the agent phase; the verdict waits for it.
+func (r *runner) digest() error {
+	start := time.Now()
+	defer func() { r.digestMS = time.Since(start).Milliseconds() }()
+	t := r.o.Task
+	d, err := task.DigestCached(t.Dir, r.cache)
+	if err != nil {
+		return fmt.Errorf("digesting the task: %w", err)
+	}
+	r.v.Task.Digest = d
+	if r.o.AgentDir != "" {
+		if r.v.Agent.DirDigest, err = task.DigestCached(r.o.AgentDir, r.cache); err != nil {
+			return fmt.Errorf("digesting --agent-dir: %w", err)
+		}
+	}
+	if r.v.Environment.Digest, err = environmentDigest(t, r.cache); err != nil {
+		return err
+	}
+	return r.cache.Save()
+}
+
+// environmentDigest identifies the read-only environment: a content digest
+// of a rootfs directory, or for the host the identity of its installed
+// system (os-release and the package database), which is what decides the
+// content of the host's system directories.
+func environmentDigest(t *task.Task, cache *task.HashCache) (string, error) {
+	if t.Proctor.Rootfs != sandbox.RootfsHost {
+		d, err := task.DigestCached(t.Proctor.Rootfs, cache)
+		if err != nil {
+			return "", fmt.Errorf("digesting the rootfs: %w", err)
+		}
+		return d, nil
+	}
+	h := sha256.New()
+	for _, f := range []string{"/etc/os-release", "/var/lib/dpkg/status", "/lib/apk/db/installed", "/var/lib/rpm/rpmdb.sqlite"} {
+		data, err := os.ReadFile(f)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return "", fmt.Errorf("identifying the host environment: %w", err)
+		}
+		fmt.Fprintf(h, "%s %d\n", f, len(data))
+		h.Write(data)
+	}
+	return "host-sha256:" + hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func (r *runner) limits(timeout time.Duration) sandbox.Limits {
+	e := r.o.Task.Environment
+	return sandbox.Limits{
+		MemoryBytes: e.MemoryMB << 20,
+		CPUs:        e.CPUs,
+		Pids:        defaultPids,
+		Timeout:     timeout,
+	}
+}
+
+func (r *runner) envList(extra map[string]string, more ...string) []string {
+	var kv []string
+	for k, v := range r.o.Task.Environment.Env {
+		kv = append(kv, k+"="+v)
+	}
+	for k, v := range extra {
+		kv = append(kv, k+"="+v)
+	}
+	return append(kv, more...)
+}
+
+func (r *runner) agentPhase(ctx context.Context, l *layout) error {
+	t := r.o.Task
+	binds := []sandbox.Bind{{Src: t.Instruction, Dst: InstructionPath}}
+	if r.o.AgentDir != "" {
+		binds = append(binds, sandbox.Bind{Src: r.o.AgentDir, Dst: AgentDirPath})
+	}
+	if r.o.Solution {
+		binds = append(binds, sandbox.Bind{Src: filepath.Dir(t.Solution), Dst: SolutionPath})
+	}
+	log, err := newCappedFile(filepath.Join(r.o.Out, AgentLog), r.o.LogCap)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	r.say("agent phase: %s", r.o.Agent)
+	res, err := sandbox.Run(ctx, sandbox.Spec{
+		Overlays: l.overlays(),
+		Binds:    binds,
+		Masks:    l.masks,
+		Workdir:  t.Environment.Workdir,
+		Env:      r.envList(nil, "PROCTOR_INSTRUCTION="+InstructionPath),
+		Args:     []string{"/bin/sh", "-c", r.o.Agent},
+		Limits:   r.limits(t.Agent.Timeout),
+		Stdout:   log,
+		Stderr:   log,
+	})
+	if res != nil {
+		r.v.Phases[PhaseAgent] = phaseOf(res, log)
+		r.say("agent phase: exit %d in %d ms%s", res.ExitCode, res.WallMS, limitNote(res))
+	}
+	if err != nil {
+		return fmt.Errorf("agent phase: %w", err)
+	}
+	return nil
+}
+
+func limitNote(res *sandbox.Result) string {
+	if res.Limit == sandbox.LimitNone {
+		return ""
+	}
+	return ", limit hit: " + string(res.Limit)
+}
+
+// freeze reads the agent's upper layers into the changeset archive.
+func (r *runner) freeze(l *layout, archivePath string) (*workspace.Changeset, error) {
+	f, err := os.OpenFile(archivePath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("writing the changeset: %w", err)
+	}
+	cs, err := workspace.Extract(l.workspaceLayers(), r.o.Limits, f)
+	if cerr := f.Close(); cerr != nil && err == nil {
+		err = cerr
+	}
+	if err != nil {
+		var le *workspace.LimitError
+		if errors.As(err, &le) {
+			p := r.v.Phases[PhaseAgent]
+			p.Limit = sandbox.Limit("changeset-" + le.What)
+			p.LimitsHit = append(p.LimitsHit, p.Limit)
+			r.v.Phases[PhaseAgent] = p
+		}
+		os.Remove(archivePath)
+		return nil, fmt.Errorf("reading the agent's changes: %w", err)
+	}
+	r.v.Changeset = ChangesetRef{Digest: cs.Digest, Files: cs.Files, Bytes: cs.Bytes,
+		Entries: len(cs.Entries), Dropped: cs.Dropped, Archive: ChangesetFile}
+	if r.v.Changeset.Dropped == nil {
+		r.v.Changeset.Dropped = []workspace.Dropped{}
+	}
+	r.say("changeset: %d entries, %d files, %d bytes, %s", len(cs.Entries), cs.Files, cs.Bytes, cs.Digest)
+	return cs, nil
+}
+
+// gradePhase runs the task's tests in a fresh sandbox: the pristine layers,
+// plus the permitted changes, the tests read-only, an empty results dir.
+func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspace.Changeset, keep map[string]bool) error {
+	t := r.o.Task
+	s, err := newScratch(r.o.ScratchDir, "grader", t.Environment.StorageMB)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	l, err := buildLayout(s, r.env, t.Environment.Workdir, r.ws)
+	if err != nil {
+		return err
+	}
+	if err := applyArchive(archivePath, cs, l, keep); err != nil {
+		return err
+	}
+	results := filepath.Join(s.dir, "verifier")
+	if err := os.Mkdir(results, 0o755); err != nil {
+		return fmt.Errorf("creating the verifier's results dir: %w", err)
+	}
+	if err := os.Chown(results, sandbox.RootID(), sandbox.RootID()); err != nil {
+		return fmt.Errorf("creating the verifier's results dir: %w", err)
+	}
+	log, err := newCappedFile(filepath.Join(r.o.Out, GraderLog), r.o.LogCap)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	r.say("grading")
+	res, err := sandbox.Run(ctx, sandbox.Spec{
+		Overlays: l.overlays(),
+		Binds: []sandbox.Bind{
+			{Src: t.Tests, Dst: TestsPath},
+			{Src: results, Dst: VerifierLogs, Writable: true},
+		},
+		Masks:   l.masks,
+		Workdir: t.Environment.Workdir,
+		Env:     r.envList(t.Verifier.Env),
+		Args:    []string{"/bin/sh", "-c", graderCommand},
+		Limits:  r.limits(t.Verifier.Timeout),
+		Stdout:  log,
+		Stderr:  log,
+	})
+	if res != nil {
+		r.v.Phases[PhaseGrader] = phaseOf(res, log)
+		r.say("grader: exit %d in %d ms%s", res.ExitCode, res.WallMS, limitNote(res))
+	}
+	if err != nil {
+		return fmt.Errorf("grader phase: %w", err)
+	}
+	if res.TimedOut {
+		return nil // settle: timeout, reward 0
+	}
+	rw, err := grade.ReadReward(results)
+	if err != nil {
+		return fmt.Errorf("grader: %w", err)
+	}
+	r.v.Reward = rw.Value
+	r.say("reward %g (from %s)", rw.Value, rw.File)
+	return nil
+}
+
+// graderCommand runs the task's test script as Harbor does: with bash, or
+// sh where the environment has no bash.
+const graderCommand = `if command -v bash >/dev/null 2>&1; then exec bash ` + TestsPath + `/test.sh; fi; exec sh ` + TestsPath + `/test.sh`
+
+// applyArchive writes the permitted entries of the archive into the uppers of
+// l; Apply checks the archive is still the one the agent phase produced.
+func applyArchive(path string, cs *workspace.Changeset, l *layout, keep map[string]bool) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("reading the changeset: %w", err)
+	}
+	defer f.Close()
+	err = workspace.Apply(f, cs, l.workspaceLayers(), func(e workspace.Entry) bool { return keep[e.Path] }, sandbox.RootID(), sandbox.RootID())
+	if err != nil {
+		return fmt.Errorf("applying the changeset: %w", err)
+	}
+	return nil
+}

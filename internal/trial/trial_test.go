@@ -1,0 +1,276 @@
+package trial
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/proctor-sandbox/proctor/internal/task"
+)
+
+// The honest agent solves every example cleanly; the oracle does too.
+func TestHonestAgentPasses(t *testing.T) {
+	for _, name := range []string{"py-bugfix", "hello-state", "git-history"} {
+		t.Run(name, func(t *testing.T) {
+			tk := exampleTask(t, name)
+			v, out := runTrial(t, tk, "sh /agent/honest.sh", agentsDir(t))
+			if !v.Passed || v.Status != StatusClean || len(v.Violations) != 0 {
+				t.Fatalf("honest agent: passed=%t status=%s violations=%s error=%q\nagent log:\n%s\ngrader log:\n%s",
+					v.Passed, v.Status, violations(v), v.Error, readFile(t, filepath.Join(out, AgentLog)), readFile(t, filepath.Join(out, GraderLog)))
+			}
+			if v.Changeset.Files == 0 || !strings.HasPrefix(v.Changeset.Digest, "sha256:") {
+				t.Errorf("changeset %+v: want the agent's files and a digest", v.Changeset)
+			}
+		})
+	}
+}
+
+// Each class of documented cheat, played by an example agent, fails.
+func TestCheatsFail(t *testing.T) {
+	// A server on the host with the answer: the network cheat must not get it.
+	var hits atomic.Int64
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.Add(1)
+		fmt.Fprint(w, "def mean(xs):\n    if not xs: raise ValueError()\n    return sum(xs) / len(xs)\n")
+	})}
+	go srv.Serve(ln)
+	defer srv.Close()
+	cheatURL := "http://" + ln.Addr().String() + "/stats.py"
+
+	cases := []struct {
+		agent, task string
+		wantStatus  Status
+		wantKind    string // a violation kind that must be recorded, if any
+		logMustNot  []string
+	}{
+		{"read-tests", "py-bugfix", StatusClean, "", []string{"test_stats.py", "solve.sh", "task.toml"}},
+		{"mine-git", "git-history", StatusClean, "", []string{"found the fix", "THE-FIX", "v1.1", "side"}},
+		{"network", "py-bugfix", StatusClean, "", []string{"fetched"}},
+		{"prewrite-reward", "py-bugfix", StatusCompromised, ViolationHarnessPath, nil},
+		{"daemon", "py-bugfix", StatusClean, "", nil},
+		{"trojan", "hello-state", StatusCompromised, ViolationSystemFile, nil},
+		{"symlinks", "py-bugfix", StatusCompromised, ViolationHarnessPath, nil},
+		{"conftest", "py-bugfix", StatusCompromised, ViolationProtected, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.agent, func(t *testing.T) {
+			tk := exampleTask(t, c.task)
+			agent := "sh /agent/" + c.agent + ".sh"
+			if c.agent == "network" {
+				agent = "PROCTOR_CHEAT_URL=" + cheatURL + " " + agent
+			}
+			v, out := runTrial(t, tk, agent, agentsDir(t))
+			log := readFile(t, filepath.Join(out, AgentLog))
+			if v.Passed || v.Reward != 0 {
+				t.Errorf("cheat %s passed=%t reward=%g: want a failure\nagent log:\n%s\ngrader log:\n%s",
+					c.agent, v.Passed, v.Reward, log, readFile(t, filepath.Join(out, GraderLog)))
+			}
+			if v.Status != c.wantStatus {
+				t.Errorf("status %s: want %s (violations: %s, error %q)", v.Status, c.wantStatus, violations(v), v.Error)
+			}
+			if c.wantKind != "" && !hasViolation(v, c.wantKind) {
+				t.Errorf("violations %q: want one of kind %s", violations(v), c.wantKind)
+			}
+			if c.wantKind == "" && len(v.Violations) > 0 {
+				t.Errorf("unexpected violations: %s", violations(v))
+			}
+			for _, s := range c.logMustNot {
+				if strings.Contains(log, s) {
+					t.Errorf("the agent saw %q:\n%s", s, log)
+				}
+			}
+		})
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the host server got %d request(s) from inside the sandbox", n)
+	}
+}
+
+// The agent's whole process tree is dead before grading: a daemon started
+// with setsid, double-forked and ignoring signals does not survive the agent.
+func TestFreezeKillsEveryProcess(t *testing.T) {
+	marker := fmt.Sprintf("proctor-freeze-%d", time.Now().UnixNano())
+	tk := writeTask(t, taskSpec{test: "echo 0 > /logs/verifier/reward.txt"})
+	agent := fmt.Sprintf(`trap "" HUP TERM INT; (setsid sh -c 'trap "" HUP TERM; exec -a %[1]s sleep 1000' &) ; `+
+		`(sh -c 'exec -a %[1]s sleep 1000' &); sleep 0.1; exit 0`, marker)
+	v, _ := runTrial(t, tk, "bash -c "+shellQuote(agent), "")
+	if v.Phases[PhaseAgent].ExitCode != 0 {
+		t.Fatalf("agent phase %+v", v.Phases[PhaseAgent])
+	}
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, p := range procs {
+		b, _ := os.ReadFile(p)
+		if strings.Contains(string(b), marker) {
+			t.Errorf("%s survived the agent phase: %q", filepath.Dir(p), b)
+		}
+	}
+}
+
+// What the grader sees: deletions stay deleted, symlinks stay symlinks and
+// are never followed by the host, set-id bits are gone, fifos are dropped,
+// and in workspace grading nothing outside the workdir arrives.
+func TestGraderSeesOnlyThePermittedChangeset(t *testing.T) {
+	tk := writeTask(t, taskSpec{
+		files: map[string]string{"keep.txt": "keep\n", "gone.txt": "delete me\n", "olddir/x": "x\n"},
+		test: `
+ok=1
+[ -e /app/gone.txt ] && { echo "gone.txt is back"; ok=0; }
+[ -e /app/olddir/x ] && { echo "olddir/x is back"; ok=0; }
+[ "$(cat /app/olddir/new)" = new ] || { echo "olddir/new missing"; ok=0; }
+[ "$(readlink /app/link)" = /etc/hostname ] || { echo "link not a symlink: $(ls -l /app/link)"; ok=0; }
+[ -p /app/fifo ] && { echo "fifo carried"; ok=0; }
+[ -e /app/fifo ] && { echo "something at fifo"; ok=0; }
+[ -u /app/suid ] && { echo "setuid kept"; ok=0; }
+[ -x /app/suid ] || { echo "suid lost its x bit"; ok=0; }
+[ -e /root/outside ] && { echo "a change outside the workdir arrived"; ok=0; }
+[ "$(cat /app/keep.txt)" = kept ] || { echo "keep.txt not modified"; ok=0; }
+echo $ok > /logs/verifier/reward.txt`,
+	})
+	agent := `set -e; rm /app/gone.txt; rm -r /app/olddir; mkdir /app/olddir; echo new > /app/olddir/new;
+ln -s /etc/hostname /app/link; mkfifo /app/fifo; echo x > /app/suid; chmod 4755 /app/suid;
+echo out > /root/outside; echo kept > /app/keep.txt`
+	v, out := runTrial(t, tk, agent, "")
+	if !v.Passed || v.Status != StatusClean {
+		t.Fatalf("passed=%t status=%s error=%q violations=%s\nagent:\n%s\ngrader:\n%s", v.Passed, v.Status, v.Error, violations(v),
+			readFile(t, filepath.Join(out, AgentLog)), readFile(t, filepath.Join(out, GraderLog)))
+	}
+	if len(v.Changeset.Dropped) != 1 || v.Changeset.Dropped[0].Path != "/app/fifo" {
+		t.Errorf("dropped %+v: want the fifo", v.Changeset.Dropped)
+	}
+}
+
+// Oversized changesets end in a clear limit, quickly, without grading.
+func TestChangesetLimits(t *testing.T) {
+	cases := []struct{ name, agent, want string }{
+		{"sparse 10 GB file", "truncate -s 10G /app/big", "bytes"},
+		{"100,000 files", "mkdir /app/many && cd /app/many && seq 1 100000 | xargs touch", "files"},
+		{"5,000-deep chain", `cd /app; i=0; while [ $i -lt 5000 ]; do mkdir d; cd d; i=$((i+1)); done`, "depth"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tk := writeTask(t, taskSpec{test: "echo 1 > /logs/verifier/reward.txt", storageMB: 1024})
+			start := time.Now()
+			v, _ := runTrial2(t, tk, c.agent)
+			if v.Status != StatusLimit && v.Status != StatusError {
+				t.Fatalf("status %s (error %q): want limit or error", v.Status, v.Error)
+			}
+			if v.Passed || v.Phases[PhaseGrader].Ran {
+				t.Errorf("passed=%t, grader ran=%t: an oversized changeset must not be graded", v.Passed, v.Phases[PhaseGrader].Ran)
+			}
+			if !strings.Contains(v.Error, c.want) {
+				t.Errorf("error %q: want it to name the %s limit", v.Error, c.want)
+			}
+			if d := time.Since(start); d > 60*time.Second {
+				t.Errorf("took %v", d)
+			}
+		})
+	}
+}
+
+// runTrial2 is runTrial for trials expected to end in error.
+func runTrial2(t *testing.T, tk *task.Task, agent string) (*Verdict, string) {
+	t.Helper()
+	requireRoot(t)
+	out := filepath.Join(t.TempDir(), "out")
+	v, err := Run(context.Background(), Options{Task: tk, Agent: agent, Out: out, CacheDir: t.TempDir()})
+	if v == nil {
+		t.Fatalf("Run: %v", err)
+	}
+	return v, out
+}
+
+// taskSpec describes a small task written by a test.
+type taskSpec struct {
+	files     map[string]string // workspace files
+	test      string            // body of tests/test.sh
+	grading   string
+	storageMB int
+}
+
+func writeTask(t *testing.T, s taskSpec) *task.Task {
+	t.Helper()
+	dir := t.TempDir()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	ws := filepath.Join(dir, "environment", "workspace")
+	must(os.MkdirAll(ws, 0o755))
+	must(os.MkdirAll(filepath.Join(dir, "tests"), 0o755))
+	for name, content := range s.files {
+		must(os.MkdirAll(filepath.Dir(filepath.Join(ws, name)), 0o755))
+		must(os.WriteFile(filepath.Join(ws, name), []byte(content), 0o644))
+	}
+	grading := s.grading
+	if grading == "" {
+		grading = "workspace"
+	}
+	storage := s.storageMB
+	if storage == 0 {
+		storage = 256
+	}
+	toml := fmt.Sprintf(`[agent]
+timeout_sec = 60
+[verifier]
+timeout_sec = 60
+[environment]
+memory_mb = 2048
+storage_mb = %d
+[proctor]
+rootfs = "host"
+grading = %q
+`, storage, grading)
+	must(os.WriteFile(filepath.Join(dir, "task.toml"), []byte(toml), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "instruction.md"), []byte("Do the thing.\n"), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "tests", "test.sh"), []byte("#!/bin/sh\n"+s.test+"\n"), 0o755))
+	// The sandbox's unprivileged ids must be able to read the task.
+	// Never the temp root itself: it must stay 1777.
+	tmp := filepath.Clean(os.TempDir())
+	for p := dir; strings.HasPrefix(p, tmp+"/"); p = filepath.Dir(p) {
+		must(os.Chmod(p, 0o755))
+	}
+	tk, err := task.Load(dir)
+	must(err)
+	return tk
+}
+
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// The agent sees no task file but the instruction, and a workspace
+// repository holding nothing later than git_base, however it looks.
+func TestAgentSeesNothingHidden(t *testing.T) {
+	tk := exampleTask(t, "git-history")
+	agent := `cd /app
+find / -xdev -not -path '/proc/*' -not -path '/usr/*' -not -path '/etc/*' 2>/dev/null | grep -v '^/sys'
+git log --all --format='%H %s'; git reflog; git stash list; git tag; git branch -a; git remote -v
+git fsck --lost-found --unreachable --no-reflogs 2>&1; ls -la .git .git/hooks .git/refs/* 2>&1; cat .git/config .git/packed-refs 2>&1
+git cat-file --batch-all-objects --batch
+grep -r . /proctor/instruction.md | head -1`
+	v, out := runTrial(t, tk, agent, "")
+	log := readFile(t, filepath.Join(out, AgentLog))
+	if v.Phases[PhaseAgent].ExitCode != 0 || !strings.Contains(log, "slugify: first version") || !strings.Contains(log, "Fix slugify") {
+		t.Fatalf("the inspection did not run as expected (exit %d):\n%s", v.Phases[PhaseAgent].ExitCode, log)
+	}
+	for _, s := range []string{
+		"THE-FIX", "collapse punctuation", "v1.1", "side", "origin", "example.invalid", "stash",
+		"test_slug.py", "solve.sh", "task.toml", "make-workspace", "/tests", "/solution", "verifier",
+	} {
+		if strings.Contains(log, s) {
+			i := strings.Index(log, s)
+			t.Errorf("the agent found %q: …%s…", s, log[max(0, i-200):min(len(log), i+100)])
+		}
+	}
+}

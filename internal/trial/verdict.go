@@ -1,0 +1,174 @@
+package trial
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/proctor-sandbox/proctor/internal/sandbox"
+	"github.com/proctor-sandbox/proctor/internal/workspace"
+)
+
+// Schema names the verdict format.
+const Schema = "proctor.verdict/v1"
+
+// Status is how a trial ended, most severe first: a violation makes it
+// compromised whatever the reward; an error means the trial could not be
+// judged; timeout and limit say a phase was cut short.
+type Status string
+
+// The statuses.
+const (
+	StatusCompromised Status = "compromised"
+	StatusError       Status = "error"
+	StatusTimeout     Status = "timeout"
+	StatusLimit       Status = "limit"
+	StatusClean       Status = "clean"
+)
+
+// Violation kinds: what the agent tried that the harness undid.
+const (
+	// The agent wrote where only the harness writes: /tests, /logs, /proctor,
+	// /solution.
+	ViolationHarnessPath = "harness_path"
+	// The agent changed a path matching the task's protected globs.
+	ViolationProtected = "protected_path"
+	// In state grading, the agent changed a file that already existed under
+	// /usr, /bin, /sbin or /lib* (a trojaned tool).
+	ViolationSystemFile = "system_file"
+)
+
+// Violation is one change the harness refused to carry to the grader.
+type Violation struct {
+	Kind   string `json:"kind"`
+	Path   string `json:"path"`
+	Detail string `json:"detail"`
+}
+
+// Verdict is the outcome of one trial, written to OUT/verdict.json. It is a
+// plain value.
+type Verdict struct {
+	Schema        string           `json:"schema"`
+	Task          TaskRef          `json:"task"`
+	Agent         AgentRef         `json:"agent"`
+	Passed        bool             `json:"passed"`
+	Reward        float64          `json:"reward"`
+	PassThreshold float64          `json:"pass_threshold"`
+	Status        Status           `json:"status"`
+	Error         string           `json:"error,omitempty"`
+	Violations    []Violation      `json:"violations"`
+	Grading       string           `json:"grading"`
+	Changeset     ChangesetRef     `json:"changeset"`
+	Environment   EnvironmentRef   `json:"environment"`
+	Workspace     WorkspaceRef     `json:"workspace"`
+	Phases        map[string]Phase `json:"phases"`
+	Artifacts     []string         `json:"artifacts"`
+	// TimingsMS are wall times of the harness's own steps: prepare (the
+	// workspace and layers), digest (of every input, beside the agent
+	// phase), freeze (reading the changeset and deciding what is carried)
+	// and total. The phases' own times are in Phases.
+	TimingsMS map[string]int64 `json:"timings_ms"`
+}
+
+// TaskRef names the task and binds its content.
+type TaskRef struct {
+	Name   string `json:"name"`
+	Digest string `json:"digest"`
+}
+
+// AgentRef is what the agent was given.
+type AgentRef struct {
+	Command   string `json:"command"`
+	DirDigest string `json:"dir_digest,omitempty"`
+}
+
+// ChangesetRef summarises the agent's changes and what reached the grader.
+type ChangesetRef struct {
+	Digest    string              `json:"digest"`
+	Files     int                 `json:"files"`
+	Bytes     int64               `json:"bytes"`
+	Entries   int                 `json:"entries"`
+	Permitted int                 `json:"permitted"` // entries carried to the grader
+	Dropped   []workspace.Dropped `json:"dropped"`   // special files left out
+	Archive   string              `json:"archive,omitempty"`
+}
+
+// EnvironmentRef identifies the read-only environment.
+type EnvironmentRef struct {
+	Rootfs string `json:"rootfs"`
+	Digest string `json:"digest"`
+}
+
+// WorkspaceRef identifies the workspace the agent started from.
+type WorkspaceRef struct {
+	Workdir string `json:"workdir"`
+	Commit  string `json:"commit,omitempty"` // the git_base commit, for a git workspace
+}
+
+// Phase is how one sandboxed phase ended.
+type Phase struct {
+	Ran       bool            `json:"ran"`
+	ExitCode  int             `json:"exit_code"`
+	Signal    int             `json:"signal"`
+	WallMS    int64           `json:"wall_ms"`
+	TimedOut  bool            `json:"timed_out"`
+	Limit     sandbox.Limit   `json:"limit"`
+	LimitsHit []sandbox.Limit `json:"limits_hit"`
+	LogBytes  int64           `json:"log_bytes"`
+	LogCapped bool            `json:"log_capped"`
+}
+
+func phaseOf(res *sandbox.Result, log *cappedFile) Phase {
+	p := Phase{Ran: true, ExitCode: res.ExitCode, Signal: res.Signal, WallMS: res.WallMS,
+		TimedOut: res.TimedOut, Limit: res.Limit, LimitsHit: res.LimitsHit}
+	if log != nil {
+		p.LogBytes, p.LogCapped = log.written, log.capped
+	}
+	if p.LimitsHit == nil {
+		p.LimitsHit = []sandbox.Limit{}
+	}
+	return p
+}
+
+// settle decides passed and status from what was recorded. Precedence:
+// compromised, error, timeout, limit, clean. A trial passes when its reward
+// reaches the threshold and it is neither compromised nor in error (an agent
+// that ran out of time or memory is still graded on what it left, as in
+// Terminal-Bench; its status says so).
+func (v *Verdict) settle() {
+	agent, grader := v.Phases[PhaseAgent], v.Phases[PhaseGrader]
+	switch {
+	case len(v.Violations) > 0:
+		v.Status = StatusCompromised
+	case v.Error != "":
+		v.Status = StatusError
+	case agent.TimedOut || grader.TimedOut:
+		v.Status = StatusTimeout
+	case agent.Limit != sandbox.LimitNone || grader.Limit != sandbox.LimitNone:
+		v.Status = StatusLimit
+	default:
+		v.Status = StatusClean
+	}
+	if v.Status == StatusCompromised || v.Status == StatusError || grader.TimedOut || !grader.Ran {
+		v.Reward = 0
+	}
+	v.Passed = grader.Ran && v.Status != StatusCompromised && v.Status != StatusError &&
+		!grader.TimedOut && v.Reward >= v.PassThreshold
+}
+
+// write saves the verdict as OUT/verdict.json, atomically.
+func (v *Verdict) write(out string) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(out, ".verdict.json.tmp")
+	if err := os.WriteFile(tmp, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("writing the verdict: %w", err)
+	}
+	if err := os.Rename(tmp, filepath.Join(out, VerdictFile)); err != nil {
+		return fmt.Errorf("writing the verdict: %w", err)
+	}
+	return nil
+}
