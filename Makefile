@@ -3,7 +3,7 @@
 export CGO_ENABLED := 0
 GO ?= go
 
-.PHONY: build deps demo test bench vet clean
+.PHONY: build deps demo demo-exec test bench vet clean
 
 build:
 	$(GO) build -trimpath -o bin/proctor ./cmd/proctor
@@ -11,8 +11,13 @@ build:
 deps:
 	bash scripts/deps.sh
 
-# The main job on the bundled examples.
+# The main job on the bundled examples: validate the example tasks, then run
+# the honest agent and every cheating agent through `proctor run`.
 demo: deps build
+	bash examples/run/demo.sh $(CURDIR)/bin/proctor
+
+# A tour of the sandbox runtime alone.
+demo-exec: deps build
 	bash examples/exec/demo.sh bin/proctor
 
 # Isolation tests need root; as root none of them may be skipped under CI=true.
@@ -23,6 +28,7 @@ test: deps
 
 bench: deps
 	bash bench/startup.sh
+	bash bench/trial.sh
 
 clean:
 	rm -rf bin

@@ -41,6 +41,7 @@ func ReadReward(dir string) (Reward, error) {
 		return Reward{}, fmt.Errorf("opening the verifier's results: %w", err)
 	}
 	defer unix.Close(dfd)
+	var found []Reward
 	for _, name := range []string{RewardJSON, RewardText} {
 		data, err := readBeneath(dfd, name)
 		if errors.Is(err, unix.ENOENT) {
@@ -53,10 +54,22 @@ func ReadReward(dir string) (Reward, error) {
 		if err != nil {
 			return Reward{}, fmt.Errorf("%s: %w", name, err)
 		}
-		return Reward{Value: v, File: name}, nil
+		found = append(found, Reward{Value: v, File: name})
 	}
-	return Reward{}, ErrNoReward
+	switch {
+	case len(found) == 0:
+		return Reward{}, ErrNoReward
+	case len(found) == 2 && found[0].Value != found[1].Value:
+		// The code under test runs inside the grader and can write the
+		// file the verifier does not: two rewards that disagree are no
+		// reward at all.
+		return Reward{}, fmt.Errorf("%w: %s says %g, %s says %g", ErrConflict, RewardJSON, found[0].Value, RewardText, found[1].Value)
+	}
+	return found[0], nil
 }
+
+// ErrConflict means the two reward files disagree.
+var ErrConflict = errors.New("the reward files disagree")
 
 func parseReward(name string, data []byte) (float64, error) {
 	var v float64

@@ -17,7 +17,8 @@ func TestReadReward(t *testing.T) {
 		wantErr string
 	}{
 		{"json", map[string]string{"reward.json": `{"reward": 1.0, "other": 3}`}, 1, ""},
-		{"json wins over txt", map[string]string{"reward.json": `{"reward": 0.25}`, "reward.txt": "1"}, 0.25, ""},
+		{"both, agreeing", map[string]string{"reward.json": `{"reward": 1}`, "reward.txt": "1"}, 1, ""},
+		{"both, disagreeing", map[string]string{"reward.json": `{"reward": 1}`, "reward.txt": "0"}, 0, "disagree"},
 		{"txt", map[string]string{"reward.txt": " 0.5\n"}, 0.5, ""},
 		{"txt integer", map[string]string{"reward.txt": "1"}, 1, ""},
 		{"none", nil, 0, "no reward"},

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 
@@ -91,7 +92,7 @@ type environment struct {
 // buildLayout makes the layers of a sandbox in s: the root (the rootfs
 // directory, or for "host" a skeleton with the host's system directories as
 // their own layers) and, when wsLower is set, the workspace at workdir.
-func buildLayout(s *scratch, env environment, workdir, wsLower string) (*layout, error) {
+func buildLayout(s *scratch, env environment, workdir, wsLower string, hostMasks []string) (*layout, error) {
 	l := &layout{}
 	rootLower := env.rootfs
 	if env.rootfs == sandbox.RootfsHost {
@@ -104,7 +105,7 @@ func buildLayout(s *scratch, env environment, workdir, wsLower string) (*layout,
 		for _, d := range subs {
 			l.layers = append(l.layers, layer{dst: d, lower: d})
 		}
-		l.masks = sandbox.HostMaskPaths()
+		l.masks = append(sandbox.HostMaskPaths(), hostMasks...)
 	}
 	l.layers = append([]layer{{dst: "/", lower: rootLower}}, l.layers...)
 	if wsLower != "" {
@@ -217,35 +218,113 @@ func (l *layout) layerFor(p string) *layer {
 	return best
 }
 
-// pristineExists reports whether p (a sandbox path from the agent's
-// changeset: untrusted) exists in the pristine environment. It is resolved
-// inside its layer's lower directory and can never leave it.
-func (l *layout) pristineExists(p string) (bool, error) {
+// pristineKind is what a path is in the pristine environment.
+type pristineKind int
+
+const (
+	pristineAbsent pristineKind = iota
+	pristineDir
+	pristineOther // a file, a symlink (as the last component) or anything else
+)
+
+// maxLinkHops bounds symlink resolution in the pristine view, as the
+// kernel's own limit does.
+const maxLinkHops = 40
+
+// pristine tells what p (a sandbox path from the agent's changeset:
+// untrusted) is in the pristine environment, resolving symlinks in its
+// directories (not in its last component) across the layers as the sandbox
+// would: /bin/sh on a host root is /usr/bin/sh in the /usr layer. Every
+// lookup stays inside a layer's lower directory.
+func (l *layout) pristine(p string) (pristineKind, error) {
+	cur := "/"
+	rest := strings.Split(strings.Trim(path.Clean(p), "/"), "/")
+	hops := 0
+	for len(rest) > 0 {
+		name := rest[0]
+		rest = rest[1:]
+		if name == "" || name == "." {
+			continue
+		}
+		if name == ".." {
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, name)
+		st, link, err := l.lstatLower(next)
+		if err != nil {
+			return pristineAbsent, err
+		}
+		switch {
+		case st == pristineAbsent:
+			return pristineAbsent, nil
+		case len(rest) == 0:
+			return st, nil
+		case link != "":
+			if hops++; hops > maxLinkHops {
+				return pristineAbsent, nil
+			}
+			if path.IsAbs(link) {
+				cur = "/"
+			}
+			rest = append(strings.Split(strings.Trim(link, "/"), "/"), rest...)
+		case st == pristineDir:
+			cur = next
+		default:
+			return pristineAbsent, nil // a file in the middle of a path
+		}
+	}
+	return pristineDir, nil // "/"
+}
+
+// lstatLower looks at one path in the lower of the layer it belongs to,
+// without following a symlink at its end; for a symlink it returns the
+// target.
+func (l *layout) lstatLower(p string) (pristineKind, string, error) {
 	ly := l.layerFor(p)
 	if ly == nil {
-		return false, nil
+		return pristineAbsent, "", nil
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(p, ly.dst), "/")
 	if rel == "" {
-		return true, nil
+		return pristineDir, "", nil
 	}
 	dfd, err := unix.Open(ly.lower, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return false, err
+		return pristineAbsent, "", err
 	}
 	defer unix.Close(dfd)
 	fd, err := unix.Openat2(dfd, rel, &unix.OpenHow{
 		Flags:   unix.O_PATH | unix.O_NOFOLLOW | unix.O_CLOEXEC,
-		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_MAGICLINKS,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	switch {
-	case err == nil:
-		unix.Close(fd)
-		return true, nil
 	case errors.Is(err, unix.ENOENT), errors.Is(err, unix.ENOTDIR):
-		return false, nil
+		return pristineAbsent, "", nil
+	case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
+		// A symlink inside the layer's part of the path: pristine() walks
+		// component by component, so this cannot be reached; be strict.
+		return pristineAbsent, "", fmt.Errorf("pristine lookup of %q crossed a symlink", p)
+	case err != nil:
+		return pristineAbsent, "", err
 	}
-	return false, err
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return pristineAbsent, "", err
+	}
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFDIR:
+		return pristineDir, "", nil
+	case unix.S_IFLNK:
+		buf := make([]byte, unix.PathMax)
+		n, err := unix.Readlinkat(fd, "", buf)
+		if err != nil {
+			return pristineAbsent, "", err
+		}
+		return pristineOther, string(buf[:n]), nil
+	}
+	return pristineOther, "", nil
 }
 
 // under reports whether p is base or lies below it.

@@ -14,11 +14,22 @@ import (
 	"github.com/proctor-sandbox/proctor/internal/task"
 )
 
+// sharedCache is one cache directory for the package's trials: the host
+// scan and the file hashes are built once, as for a user's successive runs.
+var sharedCache string
+
 func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.InitCommand {
 		os.Exit(sandbox.RunInit(os.Args[2:]))
 	}
-	os.Exit(m.Run())
+	dir, err := os.MkdirTemp("", "proctor-trial-cache-")
+	if err != nil {
+		panic(err)
+	}
+	sharedCache = dir
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
 }
 
 func requireRoot(t *testing.T) {
@@ -92,7 +103,7 @@ func runTrial(t *testing.T, tk *task.Task, agent, agentDir string) (*Verdict, st
 	out := filepath.Join(t.TempDir(), "out")
 	v, err := Run(context.Background(), Options{
 		Task: tk, Agent: agent, AgentDir: agentDir, Out: out,
-		CacheDir: filepath.Join(t.TempDir(), "cache"),
+		CacheDir: sharedCache,
 	})
 	if err != nil {
 		t.Fatalf("Run(%s, %q): %v\nagent log:\n%s\ngrader log:\n%s", tk.Name, agent, err,

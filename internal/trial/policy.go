@@ -29,51 +29,143 @@ var systemDirs = []string{"/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "
 // order: a new file early in it can shadow a tool the grader calls.
 var pathDirs = strings.Split(sandbox.DefaultPath, ":")
 
-// builtinProtected are protected in every task: Python imports them at
-// start-up from anywhere on its path, so they hook a Python grader, and a
-// real fix never needs them.
-var builtinProtected = []string{"**/sitecustomize.py", "**/usercustomize.py"}
+// builtinProtected are protected in every task: each one hooks programs the
+// grader runs, and a real fix never needs it. Python imports sitecustomize
+// and usercustomize (as a module, a package or an extension) at start-up
+// from anywhere on its path, and reads a python3NN.zip on its path before
+// the standard library; the dynamic linker loads what ld.so.preload names
+// into every program and the NSS modules nsswitch.conf names into any that
+// looks up a user; ld.so.conf decides where libraries come from; the
+// alternatives symlinks decide what awk, editor or java mean. A glob starting
+// with "/" matches from the root only.
+var builtinProtected = []string{
+	"**/sitecustomize.py", "**/sitecustomize", "**/sitecustomize/**", "**/sitecustomize.*so",
+	"**/usercustomize.py", "**/usercustomize", "**/usercustomize/**", "**/usercustomize.*so",
+	"/usr/lib/python3*.zip", "/usr/local/lib/python3*.zip",
+	"/etc/ld.so.preload", "/etc/ld.so.conf", "/etc/ld.so.conf.d/**", "/etc/nsswitch.conf",
+	"/etc/alternatives/**",
+}
 
 // policy decides which changes of the agent reach the grader.
 type policy struct {
 	grading   string
 	workdir   string
 	protected []string
-	pristine  func(p string) (bool, error) // does p exist in the pristine environment?
+	pristine  func(p string) (pristineKind, error) // what p is in the pristine environment
+}
+
+// verdictOf is the policy's reading of a whole changeset.
+type verdictOf struct {
+	keep       map[string]bool // entries carried to the grader, by path
+	violations []Violation
+	leftOut    []workspace.Dropped // entries not carried, without a violation, and why
+}
+
+// judge decides every entry of a changeset (in its order: parents first). A
+// refused entry refuses everything beneath it, and an entry is carried only
+// when its parent is: carried, or a real directory in the pristine
+// environment (never a symlink an entry would otherwise replace).
+func (p *policy) judge(entries []workspace.Entry) (*verdictOf, error) {
+	out := &verdictOf{keep: map[string]bool{}}
+	refused := map[string]bool{}
+	for _, e := range entries {
+		parent := path.Dir(e.Path)
+		if anc := refusedAncestor(refused, parent); anc != "" {
+			refused[e.Path] = true
+			out.leftOut = append(out.leftOut, workspace.Dropped{Path: e.Path, Reason: "beneath " + anc + ", which was not carried"})
+			continue
+		}
+		d, err := p.decide(e)
+		if err != nil {
+			return nil, err
+		}
+		if d.violation != nil {
+			out.violations = append(out.violations, *d.violation)
+		}
+		if d.keep && !out.keep[parent] {
+			kind, err := p.pristine(parent)
+			if err != nil {
+				return nil, fmt.Errorf("checking %q against the pristine environment: %w", parent, err)
+			}
+			if kind != pristineDir {
+				d = decision{reason: "its parent " + parent + " is not a directory in the environment and was not carried"}
+			}
+		}
+		if d.keep {
+			out.keep[e.Path] = true
+			continue
+		}
+		if !d.structural && (d.violation == nil || d.violation.Kind != ViolationHarnessPath) {
+			// What the agent put beneath a change that is not carried
+			// must not be carried either: it would land on the pristine
+			// version (a directory where a symlink was, say). Under a
+			// harness path nothing is carried anyway, and each write there
+			// is its own violation.
+			refused[e.Path] = true
+		}
+		if d.violation == nil && d.reason != "" {
+			out.leftOut = append(out.leftOut, workspace.Dropped{Path: e.Path, Reason: d.reason})
+		}
+	}
+	return out, nil
+}
+
+func refusedAncestor(refused map[string]bool, p string) string {
+	for ; p != "/" && p != "."; p = path.Dir(p) {
+		if refused[p] {
+			return p
+		}
+	}
+	return ""
 }
 
 // decision is the fate of one changeset entry.
 type decision struct {
-	keep      bool
-	violation *Violation
+	keep       bool
+	structural bool // a directory the pristine environment has, not replaced
+	violation  *Violation
+	reason     string // why it is left out without a violation ("" when that needs no saying)
 }
 
-// decide applies the policy to one entry (in changeset order).
+// decide applies the policy to one entry.
 func (p *policy) decide(e workspace.Entry) (decision, error) {
 	// A directory that only records the path to a change (an overlay copies
-	// up the parents of what changes) is structure, never a violation.
-	structural := e.Kind == workspace.KindDir && !e.Opaque
+	// up the parents of what changes) is structure, never a violation; a
+	// directory the agent created is a change like any other.
+	structural := false
+	if e.Kind == workspace.KindDir && !e.Opaque {
+		kind, err := p.pristine(e.Path)
+		if err != nil {
+			return decision{}, fmt.Errorf("checking %q against the pristine environment: %w", e.Path, err)
+		}
+		structural = kind == pristineDir
+	}
 	for _, h := range harnessPaths {
 		if !under(e.Path, h) {
 			continue
 		}
 		if structural || under(e.Path, agentLogs) {
-			return decision{}, nil
+			return decision{structural: structural}, nil
 		}
 		return decision{violation: &Violation{Kind: ViolationHarnessPath, Path: e.Path,
 			Detail: fmt.Sprintf("%s under %s, which only the harness writes", describe(e), h)}}, nil
 	}
 	if isBytecode(e.Path) {
 		// A cache is never the agent's work, and a planted one could stand
-		// in for a source file the grader imports: left out.
-		return decision{}, nil
+		// in for a source file the grader imports.
+		return decision{reason: "bytecode cache"}, nil
+	}
+	if strings.HasSuffix(e.Path, ".pth") {
+		// Python runs the import lines of any .pth file on its path at
+		// start-up: a hook into a Python grader, never carried.
+		return decision{reason: "Python start-up hook (.pth)"}, nil
 	}
 	if p.grading == task.GradingWorkspace && !under(e.Path, p.workdir) {
-		return decision{}, nil // not the agent's submission: left out
+		return decision{structural: structural}, nil // not the agent's submission: left out
 	}
 	if g, ok := p.matchProtected(e.Path); ok {
 		if structural {
-			return decision{keep: true}, nil
+			return decision{keep: true, structural: true}, nil
 		}
 		return decision{violation: &Violation{Kind: ViolationProtected, Path: e.Path,
 			Detail: fmt.Sprintf("%s matching protected glob %q: restored from the pristine copy", describe(e), g)}}, nil
@@ -89,17 +181,17 @@ func (p *policy) decide(e workspace.Entry) (decision, error) {
 			if !under(e.Path, d) {
 				continue
 			}
-			existed, err := p.pristine(e.Path)
+			kind, err := p.pristine(e.Path)
 			if err != nil {
 				return decision{}, fmt.Errorf("checking %q against the pristine environment: %w", e.Path, err)
 			}
-			if existed {
+			if kind != pristineAbsent {
 				return decision{violation: &Violation{Kind: ViolationSystemFile, Path: e.Path,
 					Detail: fmt.Sprintf("%s of a file the environment ships: reverted", describe(e))}}, nil
 			}
 		}
 	}
-	return decision{keep: true}, nil
+	return decision{keep: true, structural: structural}, nil
 }
 
 // shadows returns the pristine command that a new entry in a PATH
@@ -111,15 +203,15 @@ func (p *policy) shadows(e workspace.Entry) (string, error) {
 	if i < 0 || e.Kind == workspace.KindWhiteout {
 		return "", nil
 	}
-	if existed, err := p.pristine(e.Path); err != nil || existed {
+	if kind, err := p.pristine(e.Path); err != nil || kind != pristineAbsent {
 		return "", err // a change to an existing file is judged as such
 	}
 	for _, later := range pathDirs[i+1:] {
-		existed, err := p.pristine(later + "/" + name)
+		kind, err := p.pristine(later + "/" + name)
 		if err != nil {
 			return "", err
 		}
-		if existed {
+		if kind != pristineAbsent {
 			return later + "/" + name, nil
 		}
 	}
@@ -133,15 +225,19 @@ func isBytecode(p string) bool {
 }
 
 // matchProtected matches a path against the protected globs: relative to
-// the workdir for paths under it, and relative to "/" always.
+// "/" always, and relative to the workdir for paths under it unless the glob
+// starts with "/".
 func (p *policy) matchProtected(abs string) (string, bool) {
 	cands := []string{strings.TrimPrefix(abs, "/")}
 	if under(abs, p.workdir) && abs != p.workdir {
 		cands = append(cands, strings.TrimPrefix(abs, p.workdir+"/"))
 	}
 	for _, g := range append(slices.Clone(builtinProtected), p.protected...) {
-		pat := strings.TrimPrefix(g, "/")
-		for _, c := range cands {
+		pat, anchored := strings.CutPrefix(g, "/")
+		for i, c := range cands {
+			if anchored && i > 0 {
+				break // the workdir-relative candidate
+			}
 			if ok, _ := doublestar.Match(pat, c); ok {
 				return g, true
 			}

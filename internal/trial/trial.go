@@ -75,7 +75,7 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 		Phases:        map[string]Phase{PhaseAgent: {LimitsHit: []sandbox.Limit{}}, PhaseGrader: {LimitsHit: []sandbox.Limit{}}},
 		Workspace:     WorkspaceRef{Workdir: t.Environment.Workdir},
 		Environment:   EnvironmentRef{Rootfs: t.Proctor.Rootfs},
-		Changeset:     ChangesetRef{Dropped: []workspace.Dropped{}},
+		Changeset:     ChangesetRef{Dropped: []workspace.Dropped{}, LeftOut: []workspace.Dropped{}},
 		Artifacts:     []string{},
 		TimingsMS:     map[string]int64{},
 	}
@@ -174,8 +174,10 @@ type runner struct {
 	v        *Verdict
 	env      environment
 	ws       string // the workspace's lower directory, or ""
-	cache    *task.HashCache
-	digestMS int64 // set by digest, read after it is done
+	digestMS int64  // set by digest, read after it is done
+	// hostMasks are a "host" environment's unreadable files and
+	// directories (hostscan.go).
+	hostMasks []string
 }
 
 func (r *runner) say(format string, args ...any) {
@@ -188,15 +190,17 @@ func (r *runner) run(ctx context.Context) error {
 	t := r.o.Task
 
 	// Agent phase.
+	layoutStart := time.Now()
 	agentScratch, err := newScratch(r.o.ScratchDir, "agent", t.Environment.StorageMB)
 	if err != nil {
 		return err
 	}
 	defer agentScratch.close()
-	agentLayout, err := buildLayout(agentScratch, r.env, t.Environment.Workdir, r.ws)
+	agentLayout, err := buildLayout(agentScratch, r.env, t.Environment.Workdir, r.ws, r.hostMasks)
 	if err != nil {
 		return err
 	}
+	r.v.TimingsMS["layout"] = time.Since(layoutStart).Milliseconds()
 	if err := r.agentPhase(ctx, agentLayout); err != nil {
 		return err
 	}
@@ -210,23 +214,22 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	pol := &policy{grading: t.Proctor.Grading, workdir: t.Environment.Workdir,
-		protected: t.Proctor.Protected, pristine: agentLayout.pristineExists}
-	keep := map[string]bool{}
-	for _, e := range cs.Entries {
-		d, err := pol.decide(e)
-		if err != nil {
-			return err
-		}
-		if d.violation != nil {
-			r.v.Violations = append(r.v.Violations, *d.violation)
-		}
-		if d.keep {
-			keep[e.Path] = true
-		}
+		protected: t.Proctor.Protected, pristine: agentLayout.pristine}
+	judged, err := pol.judge(cs.Entries)
+	if err != nil {
+		return err
 	}
+	keep := judged.keep
+	r.v.Violations = append(r.v.Violations, judged.violations...)
 	r.v.Changeset.Permitted = len(keep)
+	r.v.Changeset.LeftOut = judged.leftOut
+	if r.v.Changeset.LeftOut == nil {
+		r.v.Changeset.LeftOut = []workspace.Dropped{}
+	}
 	for _, vi := range r.v.Violations {
-		r.say("violation: %s %s: %s", vi.Kind, vi.Path, vi.Detail)
+		// Paths are the agent's: quoted, so no byte of them reaches a
+		// terminal raw.
+		r.say("violation: %s %q: %q", vi.Kind, vi.Path, vi.Detail)
 	}
 	if err := agentScratch.close(); err != nil {
 		return err
@@ -254,13 +257,19 @@ func (r *runner) prepare(ctx context.Context) error {
 			r.ws, r.v.Workspace.Commit = dir, commit
 		}
 	}
-	// Digests of big trees are cheap the second time: file hashes are
-	// cached by identity.
-	cache, err := task.OpenHashCache(filepath.Join(r.o.CacheDir, "hashes"))
-	if err != nil {
-		return err
+	if r.env.rootfs == sandbox.RootfsHost {
+		var dirs []string
+		for _, d := range sandbox.HostDirs {
+			if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
+				dirs = append(dirs, d)
+			}
+		}
+		masks, err := restrictedPaths(dirs, filepath.Join(r.o.CacheDir, "hostscan"))
+		if err != nil {
+			return err
+		}
+		r.hostMasks = masks
 	}
-	r.cache = cache
 	r.v.TimingsMS["prepare"] = time.Since(start).Milliseconds()
 	return nil
 }
@@ -273,20 +282,26 @@ func (r *runner) digest() error {
 	start := time.Now()
 	defer func() { r.digestMS = time.Since(start).Milliseconds() }()
 	t := r.o.Task
-	d, err := task.DigestCached(t.Dir, r.cache)
+	// Digests of big trees are cheap the second time: file hashes are
+	// cached by identity.
+	cache, err := task.OpenHashCache(filepath.Join(r.o.CacheDir, "hashes"))
+	if err != nil {
+		return err
+	}
+	d, err := task.DigestCached(t.Dir, cache)
 	if err != nil {
 		return fmt.Errorf("digesting the task: %w", err)
 	}
 	r.v.Task.Digest = d
 	if r.o.AgentDir != "" {
-		if r.v.Agent.DirDigest, err = task.DigestCached(r.o.AgentDir, r.cache); err != nil {
+		if r.v.Agent.DirDigest, err = task.DigestCached(r.o.AgentDir, cache); err != nil {
 			return fmt.Errorf("digesting --agent-dir: %w", err)
 		}
 	}
-	if r.v.Environment.Digest, err = environmentDigest(t, r.cache); err != nil {
+	if r.v.Environment.Digest, err = environmentDigest(t, cache); err != nil {
 		return err
 	}
-	return r.cache.Save()
+	return cache.Save()
 }
 
 // environmentDigest identifies the read-only environment: a content digest
@@ -402,7 +417,7 @@ func (r *runner) freeze(l *layout, archivePath string) (*workspace.Changeset, er
 		return nil, fmt.Errorf("reading the agent's changes: %w", err)
 	}
 	r.v.Changeset = ChangesetRef{Digest: cs.Digest, Files: cs.Files, Bytes: cs.Bytes,
-		Entries: len(cs.Entries), Dropped: cs.Dropped, Archive: ChangesetFile}
+		Entries: len(cs.Entries), Dropped: cs.Dropped, LeftOut: []workspace.Dropped{}, Archive: ChangesetFile}
 	if r.v.Changeset.Dropped == nil {
 		r.v.Changeset.Dropped = []workspace.Dropped{}
 	}
@@ -419,7 +434,7 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 		return err
 	}
 	defer s.close()
-	l, err := buildLayout(s, r.env, t.Environment.Workdir, r.ws)
+	l, err := buildLayout(s, r.env, t.Environment.Workdir, r.ws, r.hostMasks)
 	if err != nil {
 		return err
 	}

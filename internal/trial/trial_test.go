@@ -155,7 +155,8 @@ func TestChangesetLimits(t *testing.T) {
 	cases := []struct{ name, agent, want string }{
 		{"sparse 10 GB file", "truncate -s 10G /app/big", "bytes"},
 		{"100,000 files", "mkdir /app/many && cd /app/many && seq 1 100000 | xargs touch", "files"},
-		{"5,000-deep chain", `cd /app; i=0; while [ $i -lt 5000 ]; do mkdir d; cd d; i=$((i+1)); done`, "depth"},
+		{"5,000-deep chain", `cd /app && python3 -c 'import os
+for _ in range(5000): os.mkdir("d"); os.chdir("d")'`, "depth"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -183,7 +184,7 @@ func runTrial2(t *testing.T, tk *task.Task, agent string) (*Verdict, string) {
 	t.Helper()
 	requireRoot(t)
 	out := filepath.Join(t.TempDir(), "out")
-	v, err := Run(context.Background(), Options{Task: tk, Agent: agent, Out: out, CacheDir: t.TempDir()})
+	v, err := Run(context.Background(), Options{Task: tk, Agent: agent, Out: out, CacheDir: sharedCache})
 	if v == nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -192,10 +193,11 @@ func runTrial2(t *testing.T, tk *task.Task, agent string) (*Verdict, string) {
 
 // taskSpec describes a small task written by a test.
 type taskSpec struct {
-	files     map[string]string // workspace files
-	test      string            // body of tests/test.sh
-	grading   string
-	storageMB int
+	files      map[string]string // workspace files
+	test       string            // body of tests/test.sh
+	grading    string
+	storageMB  int
+	timeoutSec int // agent and verifier; 60 when 0
 }
 
 func writeTask(t *testing.T, s taskSpec) *task.Task {
@@ -222,17 +224,21 @@ func writeTask(t *testing.T, s taskSpec) *task.Task {
 	if storage == 0 {
 		storage = 256
 	}
+	timeout := s.timeoutSec
+	if timeout == 0 {
+		timeout = 60
+	}
 	toml := fmt.Sprintf(`[agent]
-timeout_sec = 60
+timeout_sec = %d
 [verifier]
-timeout_sec = 60
+timeout_sec = %d
 [environment]
 memory_mb = 2048
 storage_mb = %d
 [proctor]
 rootfs = "host"
 grading = %q
-`, storage, grading)
+`, timeout, timeout, storage, grading)
 	must(os.WriteFile(filepath.Join(dir, "task.toml"), []byte(toml), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "instruction.md"), []byte("Do the thing.\n"), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "tests", "test.sh"), []byte("#!/bin/sh\n"+s.test+"\n"), 0o755))
@@ -272,5 +278,69 @@ grep -r . /proctor/instruction.md | head -1`
 			i := strings.Index(log, s)
 			t.Errorf("the agent found %q: …%s…", s, log[max(0, i-200):min(len(log), i+100)])
 		}
+	}
+}
+
+// How a trial ends when a phase does not finish as it should.
+func TestStatuses(t *testing.T) {
+	cases := []struct {
+		name, agent, test string
+		timeoutSec        int
+		want              Status
+		passed            bool
+	}{
+		{"no reward is an error", "true", "echo tests ran", 0, StatusError, false},
+		{"garbage reward is an error", "true", "echo PASSED > /logs/verifier/reward.txt", 0, StatusError, false},
+		{"agent timeout is graded on what it left", "echo done > /app/out; sleep 600", `[ -f /app/out ] && echo 1 > /logs/verifier/reward.txt`, 2, StatusTimeout, true},
+		{"grader timeout scores nothing", "true", "echo 1 > /logs/verifier/reward.txt; sleep 600", 2, StatusTimeout, false},
+		{"reward under the threshold", "true", "echo 0.5 > /logs/verifier/reward.txt", 0, StatusClean, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			tk := writeTask(t, taskSpec{test: c.test, timeoutSec: c.timeoutSec})
+			v, _ := runTrial2(t, tk, c.agent)
+			if v.Status != c.want || v.Passed != c.passed {
+				t.Fatalf("status %s passed %t (error %q): want %s %t", v.Status, v.Passed, v.Error, c.want, c.passed)
+			}
+			if c.want == StatusError && (v.Reward != 0 || v.Error == "") {
+				t.Errorf("reward %g, error %q: an error scores 0 and says why", v.Reward, v.Error)
+			}
+		})
+	}
+}
+
+// In a "host" environment the agent's root owns the host's files (they are
+// idmapped, so it may change them copy-on-write), but what the host keeps
+// from other users stays hidden: it reads as empty.
+func TestHostSecretsHidden(t *testing.T) {
+	secretDir := filepath.Join("/etc", fmt.Sprintf("proctor-test-%d", time.Now().UnixNano()))
+	if err := os.Mkdir(secretDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(secretDir)
+	if err := os.WriteFile(filepath.Join(secretDir, "key"), []byte("TOPSECRET-FILE\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(secretDir, "private"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secretDir, "private", "k"), []byte("TOPSECRET-DIR\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(secretDir, "public"), []byte("PUBLIC\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tk := writeTask(t, taskSpec{test: "echo 0 > /logs/verifier/reward.txt"})
+	agent := fmt.Sprintf("cat %[1]s/key %[1]s/private/k %[1]s/public; ls -la %[1]s/private; cp %[1]s/key /app/stolen", secretDir)
+	v, out := runTrial(t, tk, agent, "")
+	log := readFile(t, filepath.Join(out, AgentLog))
+	if !strings.Contains(log, "PUBLIC") {
+		t.Fatalf("the agent could not read a world-readable host file (exit %d):\n%s", v.Phases[PhaseAgent].ExitCode, log)
+	}
+	if strings.Contains(log, "TOPSECRET") {
+		t.Errorf("the agent read a host file unreadable to others:\n%s", log)
+	}
+	if b, _ := os.ReadFile(filepath.Join(out, ChangesetFile)); strings.Contains(string(b), "TOPSECRET") {
+		t.Error("a host secret left in the changeset")
 	}
 }

@@ -65,7 +65,9 @@ type Verdict struct {
 	Phases        map[string]Phase `json:"phases"`
 	Artifacts     []string         `json:"artifacts"`
 	// TimingsMS are wall times of the harness's own steps: prepare (the
-	// workspace and layers), digest (of every input, beside the agent
+	// workspace), layout (the agent's scratch tmpfs and layer directories;
+	// the overlays themselves are mounted as the agent's sandbox starts),
+	// digest (of every input, beside the agent
 	// phase), freeze (reading the changeset and deciding what is carried)
 	// and total. The phases' own times are in Phases.
 	TimingsMS map[string]int64 `json:"timings_ms"`
@@ -90,7 +92,8 @@ type ChangesetRef struct {
 	Bytes     int64               `json:"bytes"`
 	Entries   int                 `json:"entries"`
 	Permitted int                 `json:"permitted"` // entries carried to the grader
-	Dropped   []workspace.Dropped `json:"dropped"`   // special files left out
+	Dropped   []workspace.Dropped `json:"dropped"`   // special files, never in the archive
+	LeftOut   []workspace.Dropped `json:"left_out"`  // in the archive, not carried, no violation: why
 	Archive   string              `json:"archive,omitempty"`
 }
 

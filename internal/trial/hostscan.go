@@ -1,0 +1,172 @@
+package trial
+
+import (
+	"bufio"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"golang.org/x/sys/unix"
+)
+
+// A "host" environment shows the host's system directories idmapped, so
+// that the agent may change them copy-on-write: the host's root-owned files
+// then belong to the sandbox's root, which could read even those the host
+// keeps from other users (a keytab, a database's pg_hba.conf, a private
+// key). Every file that is not readable by others, and every directory that
+// is not readable and searchable by others, is therefore masked: the agent
+// sees what an unprivileged host user would see.
+//
+// Finding them means walking the directories (/usr holds some 150,000
+// entries). The walk is cached per directory, keyed by its identity and its
+// modification and change times, so a later trial stats each directory and
+// reads again only those whose entries changed. A file made unreadable in
+// place (chmod) does not change its directory: the cache notices it only
+// when something in that directory is added, removed or renamed. Restricted
+// files are normally created so (install -m 600, umask 077), which the cache
+// sees.
+
+// scanEntry is what the cache keeps of one directory.
+type scanEntry struct {
+	Path             string
+	Dev, Ino         uint64
+	MtimeNS, CtimeNS int64
+	Restricted       []string // names of restricted children
+	Subdirs          []string // names of readable, searchable child directories
+}
+
+type hostScan struct {
+	old     map[string]scanEntry
+	now     []scanEntry // in walk order
+	changed bool        // a directory was read again
+}
+
+// restrictedPaths returns every restricted path under dirs (absolute host
+// paths), using and refreshing the cache file.
+func restrictedPaths(dirs []string, cacheFile string) ([]string, error) {
+	s := &hostScan{old: map[string]scanEntry{}}
+	if f, err := os.Open(cacheFile); err == nil {
+		// A list in walk order decodes much faster than a map.
+		var list []scanEntry
+		if derr := gob.NewDecoder(bufio.NewReaderSize(f, 1<<20)).Decode(&list); derr == nil {
+			s.old = make(map[string]scanEntry, len(list))
+			for _, e := range list {
+				s.old[e.Path] = e
+			}
+		}
+		f.Close()
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("reading the host scan cache: %w", err)
+	}
+	var out []string
+	for _, d := range dirs {
+		if err := s.walk(d, &out); err != nil {
+			return nil, fmt.Errorf("scanning the host's %s for unreadable files: %w", d, err)
+		}
+	}
+	if s.changed || len(s.now) != len(s.old) {
+		if err := s.save(cacheFile); err != nil {
+			return nil, err
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+func (s *hostScan) walk(dir string, out *[]string) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(dir, &st); err != nil {
+		if errors.Is(err, unix.ENOENT) {
+			return nil
+		}
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil
+	}
+	e, ok := s.old[dir]
+	if !ok || e.Dev != st.Dev || e.Ino != st.Ino || e.MtimeNS != st.Mtim.Nano() || e.CtimeNS != st.Ctim.Nano() {
+		var err error
+		if e, err = readScanEntry(dir, &st); err != nil {
+			return err
+		}
+		s.changed = true
+	}
+	s.now = append(s.now, e)
+	for _, n := range e.Restricted {
+		*out = append(*out, filepath.Join(dir, n))
+	}
+	for _, n := range e.Subdirs {
+		if err := s.walk(filepath.Join(dir, n), out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func readScanEntry(dir string, st *unix.Stat_t) (scanEntry, error) {
+	e := scanEntry{Path: dir, Dev: st.Dev, Ino: st.Ino, MtimeNS: st.Mtim.Nano(), CtimeNS: st.Ctim.Nano()}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return e, err
+	}
+	f := os.NewFile(uintptr(fd), dir)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return e, err
+	}
+	slices.Sort(names)
+	for _, n := range names {
+		var cst unix.Stat_t
+		if err := unix.Fstatat(fd, n, &cst, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return e, err
+		}
+		switch cst.Mode & unix.S_IFMT {
+		case unix.S_IFLNK:
+			// Not followed: what it points at is judged where it lies.
+		case unix.S_IFDIR:
+			if cst.Mode&0o005 != 0o005 {
+				e.Restricted = append(e.Restricted, n)
+			} else {
+				e.Subdirs = append(e.Subdirs, n) // submounts too: the view is recursive
+			}
+		default:
+			if cst.Mode&0o004 == 0 {
+				e.Restricted = append(e.Restricted, n)
+			}
+		}
+	}
+	return e, nil
+}
+
+func (s *hostScan) save(cacheFile string) error {
+	if err := os.MkdirAll(filepath.Dir(cacheFile), 0o700); err != nil {
+		return fmt.Errorf("writing the host scan cache: %w", err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(cacheFile), ".hostscan-*")
+	if err != nil {
+		return fmt.Errorf("writing the host scan cache: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	w := bufio.NewWriterSize(tmp, 1<<20)
+	if err := gob.NewEncoder(w).Encode(s.now); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing the host scan cache: %w", err)
+	}
+	if err := w.Flush(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing the host scan cache: %w", err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("writing the host scan cache: %w", err)
+	}
+	return os.Rename(tmp.Name(), cacheFile)
+}
