@@ -199,4 +199,3 @@ func TestOverlaySpecErrors(t *testing.T) {
 		})
 	}
 }
-

@@ -48,9 +48,6 @@ const (
 // initSpec is what the host sends to init: the Spec reduced to what init does.
 type initSpec struct {
 	Root     []rootEntry `json:"root"`     // the entries of /
-	// RootMount, when set, is the root itself (a host-made overlay), and
-	// Root is empty.
-	RootMount *source `json:"root_mount,omitempty"`
 	Dev      []rootEntry `json:"dev"`      // the device nodes of /dev
 	Binds    []bindMount `json:"binds"`    // user binds, then overlays, in order
 	Tmpfs    []Tmpfs     `json:"tmpfs"`    // user tmpfs mounts
@@ -59,6 +56,9 @@ type initSpec struct {
 	Env      []string    `json:"env"`      // the complete environment
 	Hostname string      `json:"hostname"` // uts name
 	Args     []string    `json:"args"`     // command
+	// RootMount, when set, is the root itself (a host-made overlay), and
+	// Root is empty.
+	RootMount *source `json:"root_mount,omitempty"`
 	// PlaceCommand holds the command at its exec stop until the host has
 	// placed it in the run's cgroup (set when there are limits).
 	PlaceCommand bool       `json:"place_command"`
