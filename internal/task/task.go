@@ -562,6 +562,12 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 		if c.Rootfs, err = l.dirField(tb, "rootfs", v, hidden); err != nil {
 			return c, err
 		}
+	} else if !ok && t.Environment.DockerImage != "" {
+		// Running such a task on the host instead would be a different
+		// environment, silently.
+		env := table{file: l.file, name: "environment"}
+		return c, env.errorf("docker_image", ErrUnsupported,
+			"container images are not supported yet: set [proctor].rootfs to run the task on \"host\" or a directory")
 	}
 
 	if v, ok, err := tb.str("workspace"); err != nil {
