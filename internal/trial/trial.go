@@ -195,7 +195,7 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer agentScratch.close()
+	defer func() { agentScratch.close() }() // nil once closed below
 	agentLayout, err := buildLayout(agentScratch, r.env, t.Environment.Workdir, r.ws, r.hostMasks)
 	if err != nil {
 		return err
