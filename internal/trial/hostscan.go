@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"golang.org/x/sys/unix"
 )
@@ -62,11 +63,9 @@ func restrictedPaths(dirs []string, cacheFile string) ([]string, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("reading the host scan cache: %w", err)
 	}
-	var out []string
-	for _, d := range dirs {
-		if err := s.walk(d, &out); err != nil {
-			return nil, fmt.Errorf("scanning the host's %s for unreadable files: %w", d, err)
-		}
+	out, err := s.walkAll(dirs)
+	if err != nil {
+		return nil, err
 	}
 	if s.changed || len(s.now) != len(s.old) {
 		if err := s.save(cacheFile); err != nil {
@@ -77,26 +76,91 @@ func restrictedPaths(dirs []string, cacheFile string) ([]string, error) {
 	return out, nil
 }
 
-func (s *hostScan) walk(dir string, out *[]string) error {
+// walkAll walks dirs: each one's own entry first, then its subdirectories
+// as separate subtrees, several at a time (the walk is a stat per
+// directory); results are merged in walk order.
+func (s *hostScan) walkAll(dirs []string) ([]string, error) {
+	var out []string
+	type job struct {
+		dir string
+		sub *hostScan
+		out []string
+		err error
+	}
+	var jobs []*job
+	for _, d := range dirs {
+		top := &hostScan{old: s.old}
+		e, ok, err := top.entry(d)
+		if err != nil {
+			return nil, fmt.Errorf("scanning the host's %s for unreadable files: %w", d, err)
+		}
+		if !ok {
+			continue
+		}
+		s.now = append(s.now, top.now...)
+		s.changed = s.changed || top.changed
+		for _, n := range e.Restricted {
+			out = append(out, filepath.Join(d, n))
+		}
+		for _, n := range e.Subdirs {
+			jobs = append(jobs, &job{dir: filepath.Join(d, n), sub: &hostScan{old: s.old}})
+		}
+	}
+	next := make(chan *job)
+	var wg sync.WaitGroup
+	for range min(4, max(len(jobs), 1)) {
+		wg.Go(func() {
+			for j := range next {
+				j.err = j.sub.walk(j.dir, &j.out)
+			}
+		})
+	}
+	for _, j := range jobs {
+		next <- j
+	}
+	close(next)
+	wg.Wait()
+	for _, j := range jobs {
+		if j.err != nil {
+			return nil, fmt.Errorf("scanning the host's %s for unreadable files: %w", j.dir, j.err)
+		}
+		s.now = append(s.now, j.sub.now...)
+		s.changed = s.changed || j.sub.changed
+		out = append(out, j.out...)
+	}
+	return out, nil
+}
+
+// entry returns the cached or freshly read entry of dir, recording it;
+// ok is false when dir is missing or not a directory.
+func (s *hostScan) entry(dir string) (scanEntry, bool, error) {
 	var st unix.Stat_t
 	if err := unix.Lstat(dir, &st); err != nil {
 		if errors.Is(err, unix.ENOENT) {
-			return nil
+			return scanEntry{}, false, nil
 		}
-		return err
+		return scanEntry{}, false, err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return nil
+		return scanEntry{}, false, nil
 	}
 	e, ok := s.old[dir]
 	if !ok || e.Dev != st.Dev || e.Ino != st.Ino || e.MtimeNS != st.Mtim.Nano() || e.CtimeNS != st.Ctim.Nano() {
 		var err error
 		if e, err = readScanEntry(dir, &st); err != nil {
-			return err
+			return e, false, err
 		}
 		s.changed = true
 	}
 	s.now = append(s.now, e)
+	return e, true, nil
+}
+
+func (s *hostScan) walk(dir string, out *[]string) error {
+	e, ok, err := s.entry(dir)
+	if err != nil || !ok {
+		return err
+	}
 	for _, n := range e.Restricted {
 		*out = append(*out, filepath.Join(dir, n))
 	}

@@ -257,7 +257,9 @@ func (r *runner) prepare(ctx context.Context) error {
 			r.ws, r.v.Workspace.Commit = dir, commit
 		}
 	}
+	r.v.TimingsMS["prepare"] = time.Since(start).Milliseconds()
 	if r.env.rootfs == sandbox.RootfsHost {
+		scanStart := time.Now()
 		var dirs []string
 		for _, d := range sandbox.HostDirs {
 			if fi, err := os.Lstat(d); err == nil && fi.IsDir() {
@@ -269,8 +271,8 @@ func (r *runner) prepare(ctx context.Context) error {
 			return err
 		}
 		r.hostMasks = masks
+		r.v.TimingsMS["host_scan"] = time.Since(scanStart).Milliseconds()
 	}
-	r.v.TimingsMS["prepare"] = time.Since(start).Milliseconds()
 	return nil
 }
 

@@ -65,7 +65,8 @@ type Verdict struct {
 	Phases        map[string]Phase `json:"phases"`
 	Artifacts     []string         `json:"artifacts"`
 	// TimingsMS are wall times of the harness's own steps: prepare (the
-	// workspace), layout (the agent's scratch tmpfs and layer directories;
+	// workspace), host_scan (for a "host" environment, finding the host
+	// files to mask), layout (the agent's scratch tmpfs and layer directories;
 	// the overlays themselves are mounted as the agent's sandbox starts),
 	// digest (of every input, beside the agent
 	// phase), freeze (reading the changeset and deciding what is carried)
