@@ -271,7 +271,7 @@ func checkInsidePath(p string) error {
 	}
 	for _, part := range strings.Split(p, "/") {
 		if part == ".." {
-			return fmt.Errorf("must not contain ..")
+			return fmt.Errorf(`must not contain ".."`)
 		}
 	}
 	return nil
