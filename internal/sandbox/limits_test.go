@@ -268,7 +268,7 @@ func countMounts(t *testing.T) int {
 		}
 		mp := f[4]
 		if rel, ok := strings.CutPrefix(mp, tmp+"/"); ok &&
-			(strings.HasPrefix(rel, "proctor-agent-") || strings.HasPrefix(rel, "proctor-grader-") || strings.HasPrefix(rel, "Test")) {
+			(strings.HasPrefix(rel, "proctor-scratch-") || strings.HasPrefix(rel, "Test")) {
 			continue
 		}
 		n++

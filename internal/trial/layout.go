@@ -6,6 +6,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -45,8 +46,15 @@ type scratch struct {
 	dir string
 }
 
+// scratchPrefix starts every scratch directory's name; the creator's pid
+// follows, so that a later run can tell an orphan from one in use.
+const scratchPrefix = "proctor-scratch-"
+
 func newScratch(parent, name string, sizeMB int64) (*scratch, error) {
-	dir, err := os.MkdirTemp(parent, "proctor-"+name+"-")
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(parent, fmt.Sprintf("%s%d-%s-", scratchPrefix, os.Getpid(), name))
 	if err != nil {
 		return nil, fmt.Errorf("creating scratch space: %w", err)
 	}
@@ -56,6 +64,42 @@ func newScratch(parent, name string, sizeMB int64) (*scratch, error) {
 		return nil, fmt.Errorf("mounting scratch space on %s: %w", dir, err)
 	}
 	return &scratch{dir: dir}, nil
+}
+
+// cleanStaleScratch unmounts and removes the scratch directories under
+// parent that a proctor process which no longer exists left behind (it was
+// killed mid-trial). Directories of live processes are never touched; a pid
+// reused by another process only delays the clean-up.
+func cleanStaleScratch(parent string) error {
+	if parent == "" {
+		parent = os.TempDir()
+	}
+	des, err := os.ReadDir(parent)
+	if err != nil {
+		return fmt.Errorf("looking for stale scratch space: %w", err)
+	}
+	for _, de := range des {
+		rest, ok := strings.CutPrefix(de.Name(), scratchPrefix)
+		if !ok || !de.IsDir() {
+			continue
+		}
+		pidStr, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidStr)
+		if err != nil || pid <= 0 || pid == os.Getpid() {
+			continue
+		}
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+			continue // alive (or not ours to signal): in use
+		}
+		dir := filepath.Join(parent, de.Name())
+		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
+			return fmt.Errorf("unmounting stale scratch space %s: %w", dir, err)
+		}
+		if err := os.Remove(dir); err != nil {
+			return fmt.Errorf("removing stale scratch space %s: %w", dir, err)
+		}
+	}
+	return nil
 }
 
 func (s *scratch) close() error {

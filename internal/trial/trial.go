@@ -189,6 +189,12 @@ func (r *runner) say(format string, args ...any) {
 func (r *runner) run(ctx context.Context) error {
 	t := r.o.Task
 
+	// A trial killed before it could unmount its scratch space leaves it
+	// behind: take it away now.
+	if err := cleanStaleScratch(r.o.ScratchDir); err != nil {
+		return err
+	}
+
 	// Agent phase.
 	layoutStart := time.Now()
 	agentScratch, err := newScratch(r.o.ScratchDir, "agent", t.Environment.StorageMB)

@@ -6,11 +6,14 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/proctor-sandbox/proctor/internal/task"
 )
@@ -343,4 +346,55 @@ func TestHostSecretsHidden(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(out, ChangesetFile)); strings.Contains(string(b), "TOPSECRET") {
 		t.Error("a host secret left in the changeset")
 	}
+}
+
+// Scratch space a killed trial left mounted is removed by the next one;
+// that of a live process is left alone.
+func TestStaleScratchIsCleaned(t *testing.T) {
+	requireRoot(t)
+	parent := worldReadable(t)
+	// A process that has exited: its pid is free (until reused, which
+	// only delays the clean-up).
+	cmd := exec.Command("true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	dead := filepath.Join(parent, fmt.Sprintf("%s%d-agent-x", scratchPrefix, cmd.Process.Pid))
+	live := filepath.Join(parent, fmt.Sprintf("%s%d-agent-y", scratchPrefix, os.Getppid()))
+	for _, d := range []string{dead, live} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("tmpfs", d, "tmpfs", 0, "size=1m"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer unix.Unmount(live, unix.MNT_DETACH)
+	tk := writeTask(t, taskSpec{test: "echo 1 > /logs/verifier/reward.txt"})
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := Run(context.Background(), Options{Task: tk, Agent: "true", Out: out, CacheDir: sharedCache, ScratchDir: parent}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dead); !os.IsNotExist(err) {
+		t.Errorf("the dead process's scratch space is still there: %v", err)
+	}
+	if _, err := os.Stat(live); err != nil {
+		t.Errorf("a live process's scratch space was removed: %v", err)
+	}
+	des, _ := os.ReadDir(parent)
+	if len(des) != 1 {
+		t.Errorf("the trial left scratch space behind: %v", des)
+	}
+}
+
+// worldReadable is a temp dir the sandbox's ids may enter.
+func worldReadable(t *testing.T) string {
+	d := t.TempDir()
+	tmp := filepath.Clean(os.TempDir())
+	for p := d; strings.HasPrefix(p, tmp+"/"); p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
 }
