@@ -201,6 +201,9 @@ type taskSpec struct {
 	grading    string
 	storageMB  int
 	timeoutSec int // agent and verifier; 60 when 0
+	// rootfs, when set, fills environment/rootfs, which becomes the task's
+	// root instead of the host's system directories.
+	rootfs func(root string)
 }
 
 func writeTask(t *testing.T, s taskSpec) *task.Task {
@@ -231,6 +234,11 @@ func writeTask(t *testing.T, s taskSpec) *task.Task {
 	if timeout == 0 {
 		timeout = 60
 	}
+	rootfs := "host"
+	if s.rootfs != nil {
+		s.rootfs(filepath.Join(dir, "environment", "rootfs"))
+		rootfs = "environment/rootfs"
+	}
 	toml := fmt.Sprintf(`[agent]
 timeout_sec = %d
 [verifier]
@@ -239,9 +247,9 @@ timeout_sec = %d
 memory_mb = 2048
 storage_mb = %d
 [proctor]
-rootfs = "host"
+rootfs = %q
 grading = %q
-`, timeout, timeout, storage, grading)
+`, timeout, timeout, storage, rootfs, grading)
 	must(os.WriteFile(filepath.Join(dir, "task.toml"), []byte(toml), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "instruction.md"), []byte("Do the thing.\n"), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "tests", "test.sh"), []byte("#!/bin/sh\n"+s.test+"\n"), 0o755))
@@ -397,4 +405,64 @@ func worldReadable(t *testing.T) string {
 		}
 	}
 	return d
+}
+
+// A task with its own root filesystem (a directory, here a busybox tree):
+// the agent changes it copy-on-write, the grader sees the permitted change,
+// and the directory itself is never written.
+func TestDirectoryRootfs(t *testing.T) {
+	requireTool(t, "busybox")
+	bb, _ := exec.LookPath("busybox")
+	tk := writeTask(t, taskSpec{
+		grading: "state",
+		test:    `[ "$(cat /srv/out)" = made ] && [ ! -e /etc/motd ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt`,
+		rootfs: func(root string) {
+			for _, d := range []string{"bin", "etc", "srv", "root"} {
+				if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			data, err := os.ReadFile(bb)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "bin", "busybox"), data, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			for _, app := range []string{"sh", "cat", "echo", "rm", "true", "id"} {
+				if err := os.Symlink("busybox", filepath.Join(root, "bin", app)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := os.WriteFile(filepath.Join(root, "etc", "motd"), []byte("hello\n"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(filepath.Join(root, "bin", "tool"), []byte("#!/bin/sh\necho tool\n"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		},
+	})
+	before, err := task.Digest(tk.Proctor.Rootfs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, out := runTrial(t, tk, "echo made > /srv/out && rm /etc/motd && id -u", "")
+	if !v.Passed || v.Status != StatusClean {
+		t.Fatalf("passed=%t status=%s violations=%s error=%q\nagent:\n%s\ngrader:\n%s", v.Passed, v.Status, violations(v), v.Error,
+			readFile(t, filepath.Join(out, AgentLog)), readFile(t, filepath.Join(out, GraderLog)))
+	}
+	if got := readFile(t, filepath.Join(out, AgentLog)); got != "0\n" {
+		t.Errorf("the agent is not root in its sandbox: %q", got)
+	}
+	// Changing a tool the environment ships is reverted and recorded.
+	v, _ = runTrial(t, tk, "echo made > /srv/out && rm /etc/motd && echo trojan >> /bin/tool", "")
+	if v.Passed || v.Status != StatusCompromised || !hasViolation(v, ViolationSystemFile) {
+		t.Errorf("trojan: passed=%t status=%s violations=%s", v.Passed, v.Status, violations(v))
+	}
+	if after, _ := task.Digest(tk.Proctor.Rootfs); after != before {
+		t.Error("the rootfs directory changed")
+	}
+	if v.Environment.Digest != before {
+		t.Errorf("environment digest %s, want the rootfs's %s", v.Environment.Digest, before)
+	}
 }
