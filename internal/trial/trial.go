@@ -219,23 +219,9 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	pol := &policy{grading: t.Proctor.Grading, workdir: t.Environment.Workdir,
-		protected: t.Proctor.Protected, pristine: agentLayout.pristine}
-	judged, err := pol.judge(cs.Entries)
+	keep, err := r.judge(agentLayout, cs)
 	if err != nil {
 		return err
-	}
-	keep := judged.keep
-	r.v.Violations = append(r.v.Violations, judged.violations...)
-	r.v.Changeset.Permitted = len(keep)
-	r.v.Changeset.LeftOut = judged.leftOut
-	if r.v.Changeset.LeftOut == nil {
-		r.v.Changeset.LeftOut = []workspace.Dropped{}
-	}
-	for _, vi := range r.v.Violations {
-		// Paths are the agent's: quoted, so no byte of them reaches a
-		// terminal raw.
-		r.say("violation: %s %q: %q", vi.Kind, vi.Path, vi.Detail)
 	}
 	if err := agentScratch.close(); err != nil {
 		return err
@@ -245,6 +231,30 @@ func (r *runner) run(ctx context.Context) error {
 
 	// Grading, in a sandbox made afresh.
 	return r.gradePhase(ctx, archivePath, cs, keep)
+}
+
+// judge applies the task's policy to the changeset, with l's lowers as the
+// pristine environment, and records what it decided.
+func (r *runner) judge(l *layout, cs *workspace.Changeset) (map[string]bool, error) {
+	t := r.o.Task
+	pol := &policy{grading: t.Proctor.Grading, workdir: t.Environment.Workdir,
+		protected: t.Proctor.Protected, pristine: l.pristine}
+	judged, err := pol.judge(cs.Entries)
+	if err != nil {
+		return nil, err
+	}
+	r.v.Violations = append(r.v.Violations, judged.violations...)
+	r.v.Changeset.Permitted = len(judged.keep)
+	r.v.Changeset.LeftOut = judged.leftOut
+	if r.v.Changeset.LeftOut == nil {
+		r.v.Changeset.LeftOut = []workspace.Dropped{}
+	}
+	for _, vi := range r.v.Violations {
+		// Paths are the agent's: quoted, so no byte of them reaches a
+		// terminal raw.
+		r.say("violation: %s %q: %q", vi.Kind, vi.Path, vi.Detail)
+	}
+	return judged.keep, nil
 }
 
 // prepare resolves the environment and the workspace and records digests.

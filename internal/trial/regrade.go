@@ -1,0 +1,121 @@
+package trial
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/proctor-sandbox/proctor/internal/sandbox"
+	"github.com/proctor-sandbox/proctor/internal/task"
+	"github.com/proctor-sandbox/proctor/internal/workspace"
+)
+
+// RegradeOptions configure a regrade: the grading phase alone, run again
+// from a trial's changeset archive.
+type RegradeOptions struct {
+	Task       *task.Task
+	Archive    string // the trial's changeset.tar
+	Digest     string // the changeset digest the trial recorded: the archive must have it
+	Out        string // where the new verdict and grader log go: created, or empty
+	CacheDir   string
+	ScratchDir string
+	Limits     workspace.Limits
+	Progress   io.Writer
+}
+
+// Regrade runs the policy and the grading phase of a trial again, on the
+// changeset it froze, against the task as it is now, and writes a verdict
+// whose agent phase did not run. The same archive and the same task give
+// the same decisions and, for a deterministic grader, the same verdict.
+func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
+	if o.Task == nil {
+		return nil, errors.New("no task")
+	}
+	if os.Geteuid() != 0 {
+		return nil, errors.New("proctor regrade needs root: its copy-on-write layers are idmapped mounts")
+	}
+	if o.Limits == (workspace.Limits{}) {
+		o.Limits = workspace.DefaultLimits()
+	}
+	f, err := os.Open(o.Archive)
+	if err != nil {
+		return nil, fmt.Errorf("reading the changeset: %w", err)
+	}
+	cs, err := workspace.ReadArchive(f, o.Limits)
+	f.Close()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", o.Archive, err)
+	}
+	if cs.Digest != o.Digest {
+		return nil, fmt.Errorf("%s: digest %s, but the trial recorded %s: not the trial's changeset", o.Archive, cs.Digest, o.Digest)
+	}
+	t := o.Task
+	v := &Verdict{
+		Schema:        Schema,
+		Task:          TaskRef{Name: t.Name},
+		PassThreshold: t.Proctor.PassThreshold,
+		Grading:       t.Proctor.Grading,
+		Violations:    []Violation{},
+		Phases:        map[string]Phase{PhaseAgent: {LimitsHit: []sandbox.Limit{}}, PhaseGrader: {LimitsHit: []sandbox.Limit{}}},
+		Workspace:     WorkspaceRef{Workdir: t.Environment.Workdir},
+		Environment:   EnvironmentRef{Rootfs: t.Proctor.Rootfs},
+		Changeset: ChangesetRef{Digest: cs.Digest, Files: cs.Files, Bytes: cs.Bytes, Entries: len(cs.Entries),
+			Dropped: []workspace.Dropped{}, LeftOut: []workspace.Dropped{}, Archive: o.Archive},
+		Artifacts: []string{},
+		TimingsMS: map[string]int64{},
+	}
+	r := &runner{o: Options{Task: t, Out: o.Out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir,
+		LogCap: DefaultLogCap, Limits: o.Limits, Progress: o.Progress}, v: v}
+	if err := r.prepare(ctx); err != nil {
+		return nil, err
+	}
+	if err := makeOut(o.Out); err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	digested := make(chan error, 1)
+	go func() { digested <- r.digest() }()
+	err = r.regrade(ctx, o.Archive, cs)
+	if derr := <-digested; derr != nil && err == nil {
+		err = derr
+	}
+	v.TimingsMS["digest"] = r.digestMS
+	v.TimingsMS["total"] = time.Since(start).Milliseconds() + v.TimingsMS["prepare"]
+	if err != nil {
+		v.Error = err.Error()
+	}
+	v.settle()
+	if _, serr := os.Stat(filepath.Join(o.Out, GraderLog)); serr == nil {
+		v.Artifacts = append(v.Artifacts, GraderLog)
+	}
+	if werr := v.write(o.Out); werr != nil && err == nil {
+		err = werr
+	}
+	return v, err
+}
+
+// regrade judges the changeset against a pristine layout and grades it.
+func (r *runner) regrade(ctx context.Context, archive string, cs *workspace.Changeset) error {
+	t := r.o.Task
+	if err := cleanStaleScratch(r.o.ScratchDir); err != nil {
+		return err
+	}
+	s, err := newScratch(r.o.ScratchDir, "pristine", 16)
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	l, err := buildLayout(s, r.env, t.Environment.Workdir, r.ws, r.hostMasks)
+	if err != nil {
+		return err
+	}
+	keep, err := r.judge(l, cs)
+	if err != nil {
+		return err
+	}
+	return r.gradePhase(ctx, archive, cs, keep)
+}
