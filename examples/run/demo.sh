@@ -41,5 +41,7 @@ trial py-bugfix daemon
 trial hello-state trojan
 trial py-bugfix symlinks
 trial py-bugfix conftest
+trial py-bugfix kill-verifier
+trial py-bugfix trace-verifier
 
 say "verdicts, logs and changesets are under $out"

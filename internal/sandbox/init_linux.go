@@ -223,6 +223,15 @@ func setupInit(spec *initSpec) (string, int, error) {
 	if err := seccomp.Install(prog); err != nil {
 		return "", 0, &SetupError{Step: "installing the seccomp filter", Err: err}
 	}
+	if spec.NoAttach {
+		prog, err := seccomp.NoAttachProgram()
+		if err != nil {
+			return "", 0, &SetupError{Step: "building the no-attach filter", Err: err}
+		}
+		if err := seccomp.Install(prog); err != nil {
+			return "", 0, &SetupError{Step: "installing the no-attach filter", Err: err}
+		}
+	}
 	switch code {
 	case 127:
 		fmt.Fprintf(os.Stderr, "proctor: error: %s: command not found in the sandbox\n", spec.Args[0])

@@ -542,3 +542,28 @@ print('python ok')
 		})
 	}
 }
+
+// With NoAttach, nothing in the sandbox can take hold of another process of
+// it (a grader's tests cannot trace or read the verifier); without, the same
+// user may, as on any Linux host, which proves the attacker's attempts work.
+func TestNoAttach(t *testing.T) {
+	requireRoot(t)
+	for _, noAttach := range []bool{false, true} {
+		spec := attackSpec(t, "attach")
+		spec.NoAttach = noAttach
+		res, out, errOut := runSpec(t, spec)
+		if res.ExitCode != 0 {
+			t.Fatalf("attacker: %+v\n%s\n%s", res, out, errOut)
+		}
+		want := "ok"
+		if noAttach {
+			want = "EPERM"
+		}
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			name, got, _ := strings.Cut(l, " ")
+			if got != want {
+				t.Errorf("NoAttach=%t: %s: %s, want %s", noAttach, name, got, want)
+			}
+		}
+	}
+}

@@ -59,6 +59,7 @@ type initSpec struct {
 	// RootMount, when set, is the root itself (a host-made overlay), and
 	// Root is empty.
 	RootMount *source `json:"root_mount,omitempty"`
+	NoAttach  bool    `json:"no_attach"` // stack seccomp.NoAttachProgram
 	// PlaceCommand holds the command at its exec stop until the host has
 	// placed it in the run's cgroup (set when there are limits).
 	PlaceCommand bool       `json:"place_command"`

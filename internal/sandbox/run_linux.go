@@ -53,6 +53,7 @@ func (s *Spec) initSpec() (*initSpec, error) {
 		Workdir:  s.Workdir,
 		Hostname: s.Hostname,
 		Args:     s.Args,
+		NoAttach: s.NoAttach,
 		Env:      append([]string{"PATH=" + DefaultPath, "HOME=/root"}, s.Env...),
 	}
 	if is.Workdir == "" {

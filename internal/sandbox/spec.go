@@ -79,6 +79,12 @@ type Spec struct {
 	Args     []string // the command and its arguments; Args[0] is looked up in PATH inside
 	Limits   Limits
 
+	// NoAttach stops the sandbox's processes from taking hold of one
+	// another: ptrace ATTACH and SEIZE and process_vm_readv/writev fail
+	// (tracing a child that asks for it still works). For a grader, whose
+	// tests run code that must not reach the verifier.
+	NoAttach bool
+
 	// AllowDegraded lets a run go on when a resource limit cannot be applied on
 	// this host; each one missing is named in Result.Degraded. Namespaces,
 	// mounts, capabilities and seccomp are never degradable.

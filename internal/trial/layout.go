@@ -321,6 +321,75 @@ func (l *layout) pristine(p string) (pristineKind, error) {
 	return pristineDir, nil // "/"
 }
 
+// maxPristineWalk bounds how many pristine entries one check may visit;
+// past it the caller must assume the worst.
+const maxPristineWalk = 200_000
+
+// errWalkTooLarge means a pristine directory held more than maxPristineWalk
+// entries.
+var errWalkTooLarge = errors.New("too many entries to check")
+
+// pristineDescendants calls visit with the path of every entry beneath the
+// pristine directory p (untrusted, resolved as pristine resolves it), in no
+// particular order, without following symlinks, until visit returns true.
+func (l *layout) pristineDescendants(p string, visit func(string) bool) error {
+	ly := l.layerFor(p)
+	if ly == nil {
+		return nil
+	}
+	rel := strings.TrimPrefix(strings.TrimPrefix(p, ly.dst), "/")
+	if rel == "" {
+		rel = "."
+	}
+	root, err := unix.Open(ly.lower, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(root)
+	fd, err := unix.Openat2(root, rel, &unix.OpenHow{
+		Flags:   unix.O_RDONLY | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
+	})
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) || errors.Is(err, unix.ELOOP) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	seen := 0
+	var walk func(fd int, dir string) (bool, error)
+	walk = func(fd int, dir string) (bool, error) {
+		f := os.NewFile(uintptr(fd), dir)
+		defer f.Close()
+		des, err := f.ReadDir(-1)
+		if err != nil {
+			return false, err
+		}
+		for _, de := range des {
+			if seen++; seen > maxPristineWalk {
+				return false, errWalkTooLarge
+			}
+			sub := path.Join(dir, de.Name())
+			if visit(sub) {
+				return true, nil
+			}
+			if !de.IsDir() {
+				continue
+			}
+			cfd, err := unix.Openat(int(f.Fd()), de.Name(), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+			if err != nil {
+				return false, err
+			}
+			if stop, err := walk(cfd, sub); stop || err != nil {
+				return stop, err
+			}
+		}
+		return false, nil
+	}
+	_, err = walk(fd, path.Clean(p))
+	return err
+}
+
 // lstatLower looks at one path in the lower of the layer it belongs to,
 // without following a symlink at its end; for a symlink it returns the
 // target.

@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -52,6 +53,8 @@ type policy struct {
 	workdir   string
 	protected []string
 	pristine  func(p string) (pristineKind, error) // what p is in the pristine environment
+	// pristineDescendants visits what lies beneath a pristine directory.
+	pristineDescendants func(p string, visit func(string) bool) error
 }
 
 // verdictOf is the policy's reading of a whole changeset.
@@ -163,6 +166,9 @@ func (p *policy) decide(e workspace.Entry) (decision, error) {
 	if p.grading == task.GradingWorkspace && !under(e.Path, p.workdir) {
 		return decision{structural: structural}, nil // not the agent's submission: left out
 	}
+	if d, err := p.hidesProtected(e); err != nil || d.violation != nil {
+		return d, err
+	}
 	if g, ok := p.matchProtected(e.Path); ok {
 		if structural {
 			return decision{keep: true, structural: true}, nil
@@ -192,6 +198,39 @@ func (p *policy) decide(e workspace.Entry) (decision, error) {
 		}
 	}
 	return decision{keep: true, structural: structural}, nil
+}
+
+// hidesProtected refuses a change that would take protected files away with
+// their directory: a deletion or replacement of a pristine directory holding
+// a path that matches a protected glob.
+func (p *policy) hidesProtected(e workspace.Entry) (decision, error) {
+	if (e.Kind == workspace.KindDir && !e.Opaque) || p.pristineDescendants == nil {
+		return decision{}, nil
+	}
+	kind, err := p.pristine(e.Path)
+	if err != nil || kind != pristineDir {
+		return decision{}, err
+	}
+	var hit, glob string
+	err = p.pristineDescendants(e.Path, func(sub string) bool {
+		if g, ok := p.matchProtected(sub); ok {
+			hit, glob = sub, g
+			return true
+		}
+		return false
+	})
+	if errors.Is(err, errWalkTooLarge) {
+		return decision{violation: &Violation{Kind: ViolationProtected, Path: e.Path,
+			Detail: fmt.Sprintf("%s of a directory too large to check for protected files: refused", describe(e))}}, nil
+	}
+	if err != nil {
+		return decision{}, fmt.Errorf("checking what %q held in the pristine environment: %w", e.Path, err)
+	}
+	if hit == "" {
+		return decision{}, nil
+	}
+	return decision{violation: &Violation{Kind: ViolationProtected, Path: e.Path,
+		Detail: fmt.Sprintf("%s of a directory holding %s, which matches protected glob %q: restored", describe(e), hit, glob)}}, nil
 }
 
 // shadows returns the pristine command that a new entry in a PATH

@@ -216,6 +216,12 @@ func (r *runner) run(ctx context.Context) error {
 	archivePath := filepath.Join(r.o.Out, ChangesetFile)
 	freezeStart := time.Now()
 	cs, err := r.freeze(agentLayout, archivePath)
+	var le *workspace.LimitError
+	if errors.As(err, &le) {
+		// Too much to read, let alone grade: the trial ends in limit.
+		r.v.Changeset.Limit = err.Error()
+		return nil
+	}
 	if err != nil {
 		return err
 	}
@@ -238,7 +244,7 @@ func (r *runner) run(ctx context.Context) error {
 func (r *runner) judge(l *layout, cs *workspace.Changeset) (map[string]bool, error) {
 	t := r.o.Task
 	pol := &policy{grading: t.Proctor.Grading, workdir: t.Environment.Workdir,
-		protected: t.Proctor.Protected, pristine: l.pristine}
+		protected: t.Proctor.Protected, pristine: l.pristine, pristineDescendants: l.pristineDescendants}
 	judged, err := pol.judge(cs.Entries)
 	if err != nil {
 		return nil, err
@@ -485,6 +491,9 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 		Limits:  r.limits(t.Verifier.Timeout),
 		Stdout:  log,
 		Stderr:  log,
+		// The tests run the agent's code: it must not trace the verifier
+		// or read and write its memory.
+		NoAttach: true,
 	})
 	if res != nil {
 		r.v.Phases[PhaseGrader] = phaseOf(res, log)
@@ -493,8 +502,13 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	if err != nil {
 		return fmt.Errorf("grader phase: %w", err)
 	}
-	if res.TimedOut {
-		return nil // settle: timeout, reward 0
+	switch {
+	case res.TimedOut, res.Limit != sandbox.LimitNone && res.Signal != 0:
+		return nil // settle: timeout or limit, and the reward is not read
+	case res.Signal != 0:
+		// The verifier did not end by itself: the code it ran (the
+		// agent's) may have killed it after writing a reward of its own.
+		return fmt.Errorf("grader: the verifier was killed by signal %d before it finished: no reward is trusted", res.Signal)
 	}
 	rw, err := grade.ReadReward(results)
 	if err != nil {

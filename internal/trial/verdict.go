@@ -96,6 +96,7 @@ type ChangesetRef struct {
 	Dropped   []workspace.Dropped `json:"dropped"`   // special files, never in the archive
 	LeftOut   []workspace.Dropped `json:"left_out"`  // in the archive, not carried, no violation: why
 	Archive   string              `json:"archive,omitempty"`
+	Limit     string              `json:"limit,omitempty"` // the changeset was too large to carry: which limit
 }
 
 // EnvironmentRef identifies the read-only environment.
@@ -154,11 +155,12 @@ func (v *Verdict) settle() {
 	default:
 		v.Status = StatusClean
 	}
-	if v.Status == StatusCompromised || v.Status == StatusError || grader.TimedOut || !grader.Ran {
+	graderCut := grader.TimedOut || (grader.Limit != sandbox.LimitNone && grader.Signal != 0)
+	if v.Status == StatusCompromised || v.Status == StatusError || graderCut || !grader.Ran {
 		v.Reward = 0
 	}
 	v.Passed = grader.Ran && v.Status != StatusCompromised && v.Status != StatusError &&
-		!grader.TimedOut && v.Reward >= v.PassThreshold
+		!graderCut && v.Reward >= v.PassThreshold
 }
 
 // write saves the verdict as OUT/verdict.json, atomically.
