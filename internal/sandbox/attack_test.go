@@ -45,6 +45,14 @@ var attacks = map[string]func(args []string) error{
 	"ns":     attackNS,
 	"mounts": attackMounts,
 	"attach": attackAttach,
+	"initsigs": func([]string) error {
+		b, err := os.ReadFile("/proc/1/status")
+		if err != nil {
+			return err
+		}
+		fmt.Print(string(b))
+		return nil
+	},
 	"overlay-write": func(args []string) error {
 		for _, l := range overlayWriteAttack(args[0]) {
 			fmt.Println(l)

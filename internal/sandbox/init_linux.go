@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 
@@ -158,6 +159,44 @@ func ignoreSignals() {
 		sigs = append(sigs, s)
 	}
 	signal.Ignore(sigs...)
+	// The Go runtime leaves some signals it does not manage (32 and 34 on
+	// linux/amd64) at SIG_DFL. For a namespace's init that is not enough:
+	// the kernel drops a default-action signal sent from inside only when
+	// the thread it checks does not block it; while one of init's threads
+	// runs a Go signal handler (every signal blocked), a second signal is
+	// queued instead, delivered to another thread, and kills init. Every
+	// signal left at SIG_DFL is therefore set to SIG_IGN here, by hand.
+	for s := 1; s <= 64; s++ {
+		switch syscall.Signal(s) {
+		case syscall.SIGKILL, syscall.SIGSTOP, syscall.SIGCHLD, syscall.SIGURG:
+			continue
+		}
+		ignoreIfDefault(s)
+	}
+}
+
+// kernelSigaction is the start of the kernel's struct sigaction, the same on
+// amd64 and arm64 (handler, then flags); the rest is left zero, which the
+// layouts' differing tails (restorer, mask) read alike. It is sized for the
+// larger of them.
+type kernelSigaction struct {
+	handler uintptr
+	flags   uint64
+	rest    [2]uint64
+}
+
+// ignoreIfDefault sets signal s to SIG_IGN if its disposition is SIG_DFL;
+// a handler the runtime installed is left alone.
+func ignoreIfDefault(s int) {
+	var old kernelSigaction
+	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(s), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+		return // not a signal this kernel knows
+	}
+	if old.handler != 0 { // SIG_DFL is 0
+		return
+	}
+	act := kernelSigaction{handler: 1} // SIG_IGN
+	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(s), uintptr(unsafe.Pointer(&act)), 0, 8, 0, 0)
 }
 
 func parseInitArgs(args []string) (specFD, statusFD int, err error) {

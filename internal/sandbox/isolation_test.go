@@ -567,3 +567,36 @@ func TestNoAttach(t *testing.T) {
 		}
 	}
 }
+
+// Init leaves no signal at its default action (SIGKILL and SIGSTOP aside):
+// each is ignored or handled by the runtime. A default-action signal can
+// kill a namespace's init from inside when it arrives while one of init's
+// threads blocks it (as a Go signal handler does), which is how signal 34
+// once voided runs under load.
+func TestInitHasNoDefaultSignals(t *testing.T) {
+	requireRoot(t)
+	var ign, cgt uint64
+	for _, l := range attack(t, "initsigs") {
+		k, v, _ := strings.Cut(l, ":")
+		n, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+		switch k {
+		case "SigIgn":
+			ign = n
+		case "SigCgt":
+			cgt = n
+		default:
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%s: %v", l, err)
+		}
+	}
+	for s := 1; s <= 64; s++ {
+		if s == 9 || s == 19 {
+			continue
+		}
+		if (ign|cgt)>>(s-1)&1 == 0 {
+			t.Errorf("signal %d is at its default action in init (SigIgn %016x, SigCgt %016x)", s, ign, cgt)
+		}
+	}
+}
