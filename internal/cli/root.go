@@ -96,7 +96,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 		return &exitError{code: exitUsage, err: err, hint: fmt.Sprintf("see `%s --help`", c.CommandPath())}
 	})
 	root.CompletionOptions.DisableDefaultCmd = true
-	root.AddCommand(newExecCmd(stdin, stdout, stderr), newRunCmd(stdout, stderr), newValidateCmd(stdout, stderr), newProbeCmd(stdout), newInitCmd())
+	root.AddCommand(newExecCmd(stdin, stdout, stderr), newRunCmd(stdout, stderr), newValidateCmd(stdout, stderr),
+		newKeygenCmd(stdout), newVerifyCmd(stdout), newRegradeCmd(stdout, stderr), newProbeCmd(stdout), newInitCmd())
 	// Unknown subcommands and stray arguments are usage errors too.
 	root.Args = func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/proctor-sandbox/proctor/internal/bundle"
 	"github.com/proctor-sandbox/proctor/internal/task"
 	"github.com/proctor-sandbox/proctor/internal/trial"
 )
@@ -19,18 +21,42 @@ const exitNotPassed = 1
 
 // trialFlags are the flags every trial-running command shares.
 type trialFlags struct {
-	cacheDir, scratchDir string
-	quiet                bool
+	cacheDir, scratchDir, keyFile string
+	quiet                         bool
 }
 
 func (f *trialFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.cacheDir, "cache-dir", "", "where prepared workspaces are kept (default $PROCTOR_CACHE_DIR, else the user cache dir)")
 	c.Flags().StringVar(&f.scratchDir, "scratch-dir", "", "where each sandbox's private tmpfs is mounted while it runs (default the temp dir)")
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
+	c.Flags().StringVar(&f.keyFile, "key", "", "the private key that signs each bundle (default $PROCTOR_KEY_FILE; without one, an ephemeral key)")
+}
+
+// signingKey reads the key from --key or PROCTOR_KEY_FILE, or makes an
+// ephemeral one and says so plainly.
+func (f *trialFlags) signingKey(stderr io.Writer) (ed25519.PrivateKey, error) {
+	path := f.keyFile
+	if path == "" {
+		path = os.Getenv("PROCTOR_KEY_FILE")
+	}
+	if path != "" {
+		return bundle.ReadPrivateKey(path)
+	}
+	key, err := bundle.GenerateKey()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stderr, "proctor: signing with an ephemeral key %s: its bundles prove integrity, not who ran them (use --key, see proctor keygen)\n",
+		bundle.Fingerprint(key.Public().(ed25519.PublicKey)))
+	return key, nil
 }
 
 func (f *trialFlags) options(stderr io.Writer) (trial.Options, error) {
-	o := trial.Options{CacheDir: f.cacheDir, ScratchDir: f.scratchDir}
+	key, err := f.signingKey(stderr)
+	if err != nil {
+		return trial.Options{}, err
+	}
+	o := trial.Options{CacheDir: f.cacheDir, ScratchDir: f.scratchDir, Key: key}
 	if o.CacheDir == "" {
 		o.CacheDir = os.Getenv("PROCTOR_CACHE_DIR")
 	}
@@ -71,7 +97,8 @@ sandbox over a copy-on-write view of the task's environment and workspace,
 with the instruction at /proctor/instruction.md and no network. When it ends,
 its whole process tree is killed, its changes are read into a changeset, and
 the permitted part of them is graded by the task's tests/test.sh in a fresh
-sandbox. The verdict, the logs and the changeset go to --out.
+sandbox. The verdict, the logs, the changeset, the instruction and the
+signed bundle binding them all (bundle.json) go to --out.
 
 Exit status: 0 when the trial passed; 1 when it was judged and did not pass
 (failed, compromised, timed out); 125 when it could not be run or judged; 2

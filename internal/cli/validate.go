@@ -56,6 +56,10 @@ could not be run.`,
 				defer os.RemoveAll(base)
 			}
 			valid := true
+			o, err := tf.options(stderr)
+			if err != nil {
+				return err
+			}
 			for _, a := range []struct {
 				name, cmd  string
 				solution   bool
@@ -64,10 +68,6 @@ could not be run.`,
 				{"oracle", oracleAgent, true, true},
 				{"nop", nopAgent, false, false},
 			} {
-				o, err := tf.options(stderr)
-				if err != nil {
-					return err
-				}
 				o.Task, o.Agent, o.Solution, o.Out = t, a.cmd, a.solution, filepath.Join(base, a.name)
 				v, err := trial.Run(c.Context(), o)
 				if err != nil {

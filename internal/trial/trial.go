@@ -2,6 +2,7 @@ package trial
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proctor-sandbox/proctor/internal/bundle"
 	"github.com/proctor-sandbox/proctor/internal/grade"
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/task"
@@ -52,8 +54,10 @@ type Options struct {
 	// ScratchDir is where the per-sandbox tmpfs mounts go ("" = os.TempDir).
 	ScratchDir string
 	LogCap     int64 // per phase; DefaultLogCap when 0
-	Limits     workspace.Limits
-	Progress   io.Writer // one line per step; nil for none
+	// Key signs the trial's bundle (OUT/bundle.json). Required by Run.
+	Key      ed25519.PrivateKey
+	Limits   workspace.Limits
+	Progress io.Writer // one line per step; nil for none
 }
 
 // Run runs one trial: prepare, agent phase, freeze, grade, verdict. It
@@ -89,6 +93,7 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 		return nil, err
 	}
 	start := time.Now()
+	r.event("trial.start", detail("task", t.Name, "agent", o.Agent, "grading", t.Proctor.Grading))
 	digested := make(chan error, 1)
 	go func() { digested <- r.digest() }()
 	err := r.run(ctx)
@@ -106,8 +111,12 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 			v.Artifacts = append(v.Artifacts, a)
 		}
 	}
+	r.event("verdict", detail("status", v.Status, "passed", v.Passed, "reward", v.Reward, "violations", len(v.Violations)))
 	if werr := v.write(o.Out); werr != nil && err == nil {
 		err = werr
+	}
+	if serr := r.seal(o.Key); serr != nil && err == nil {
+		err = serr
 	}
 	return v, err
 }
@@ -135,6 +144,9 @@ func (o *Options) check() error {
 		if !fi.IsDir() {
 			return fmt.Errorf("--agent-dir %s: not a directory", o.AgentDir)
 		}
+	}
+	if len(o.Key) != ed25519.PrivateKeySize {
+		return errors.New("no signing key")
 	}
 	if o.Solution && o.Task.Solution == "" {
 		return fmt.Errorf("%s: no solution/solve.sh", o.Task.Dir)
@@ -175,6 +187,7 @@ type runner struct {
 	env      environment
 	ws       string // the workspace's lower directory, or ""
 	digestMS int64  // set by digest, read after it is done
+	timeline bundle.Timeline
 	// hostMasks are a "host" environment's unreadable files and
 	// directories (hostscan.go).
 	hostMasks []string
@@ -220,6 +233,7 @@ func (r *runner) run(ctx context.Context) error {
 	if errors.As(err, &le) {
 		// Too much to read, let alone grade: the trial ends in limit.
 		r.v.Changeset.Limit = err.Error()
+		r.event("freeze.limit", detail("limit", err.Error()))
 		return nil
 	}
 	if err != nil {
@@ -256,6 +270,7 @@ func (r *runner) judge(l *layout, cs *workspace.Changeset) (map[string]bool, err
 		r.v.Changeset.LeftOut = []workspace.Dropped{}
 	}
 	for _, vi := range r.v.Violations {
+		r.event("violation", detail("kind", vi.Kind, "path", vi.Path, "detail", vi.Detail))
 		// Paths are the agent's: quoted, so no byte of them reaches a
 		// terminal raw.
 		r.say("violation: %s %q: %q", vi.Kind, vi.Path, vi.Detail)
@@ -391,6 +406,7 @@ func (r *runner) agentPhase(ctx context.Context, l *layout) error {
 	}
 	defer log.Close()
 	r.say("agent phase: %s", r.o.Agent)
+	r.event("agent.start", detail("command", r.o.Agent, "workdir", t.Environment.Workdir))
 	res, err := sandbox.Run(ctx, sandbox.Spec{
 		Overlays: l.overlays(),
 		Binds:    binds,
@@ -404,12 +420,18 @@ func (r *runner) agentPhase(ctx context.Context, l *layout) error {
 	})
 	if res != nil {
 		r.v.Phases[PhaseAgent] = phaseOf(res, log)
+		r.event("agent.end", phaseDetail(res))
 		r.say("agent phase: exit %d in %d ms%s", res.ExitCode, res.WallMS, limitNote(res))
 	}
 	if err != nil {
 		return fmt.Errorf("agent phase: %w", err)
 	}
 	return nil
+}
+
+func phaseDetail(res *sandbox.Result) map[string]any {
+	return detail("exit_code", res.ExitCode, "signal", res.Signal, "wall_ms", res.WallMS,
+		"timed_out", res.TimedOut, "limit", string(res.Limit))
 }
 
 func limitNote(res *sandbox.Result) string {
@@ -445,6 +467,7 @@ func (r *runner) freeze(l *layout, archivePath string) (*workspace.Changeset, er
 	if r.v.Changeset.Dropped == nil {
 		r.v.Changeset.Dropped = []workspace.Dropped{}
 	}
+	r.event("freeze", detail("digest", cs.Digest, "entries", len(cs.Entries), "files", cs.Files, "bytes", cs.Bytes, "dropped", len(cs.Dropped)))
 	r.say("changeset: %d entries, %d files, %d bytes, %s", len(cs.Entries), cs.Files, cs.Bytes, cs.Digest)
 	return cs, nil
 }
@@ -478,6 +501,7 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	}
 	defer log.Close()
 	r.say("grading")
+	r.event("grader.start", detail("permitted", len(keep)))
 	res, err := sandbox.Run(ctx, sandbox.Spec{
 		Overlays: l.overlays(),
 		Binds: []sandbox.Bind{
@@ -497,6 +521,7 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	})
 	if res != nil {
 		r.v.Phases[PhaseGrader] = phaseOf(res, log)
+		r.event("grader.end", phaseDetail(res))
 		r.say("grader: exit %d in %d ms%s", res.ExitCode, res.WallMS, limitNote(res))
 	}
 	if err != nil {
@@ -515,6 +540,7 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 		return fmt.Errorf("grader: %w", err)
 	}
 	r.v.Reward = rw.Value
+	r.event("reward", detail("value", rw.Value, "file", rw.File))
 	r.say("reward %g (from %s)", rw.Value, rw.File)
 	return nil
 }

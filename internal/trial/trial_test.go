@@ -199,7 +199,7 @@ func runTrial2(t *testing.T, tk *task.Task, agent string, agentDir ...string) (*
 	if len(agentDir) > 0 {
 		dir = agentDir[0]
 	}
-	v, err := Run(context.Background(), Options{Task: tk, Agent: agent, AgentDir: dir, Out: out, CacheDir: sharedCache})
+	v, err := Run(context.Background(), Options{Task: tk, Agent: agent, AgentDir: dir, Out: out, CacheDir: sharedCache, Key: testKey})
 	if v == nil {
 		t.Fatalf("Run: %v", err)
 	}
@@ -394,7 +394,7 @@ func TestStaleScratchIsCleaned(t *testing.T) {
 	defer unix.Unmount(live, unix.MNT_DETACH)
 	tk := writeTask(t, taskSpec{test: "echo 1 > /logs/verifier/reward.txt"})
 	out := filepath.Join(t.TempDir(), "out")
-	if _, err := Run(context.Background(), Options{Task: tk, Agent: "true", Out: out, CacheDir: sharedCache, ScratchDir: parent}); err != nil {
+	if _, err := Run(context.Background(), Options{Task: tk, Agent: "true", Out: out, CacheDir: sharedCache, ScratchDir: parent, Key: testKey}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := os.Stat(dead); !os.IsNotExist(err) {

@@ -120,13 +120,14 @@ type Phase struct {
 	TimedOut  bool            `json:"timed_out"`
 	Limit     sandbox.Limit   `json:"limit"`
 	LimitsHit []sandbox.Limit `json:"limits_hit"`
+	Cgroup    string          `json:"cgroup,omitempty"` // the cgroup version that limited it
 	LogBytes  int64           `json:"log_bytes"`
 	LogCapped bool            `json:"log_capped"`
 }
 
 func phaseOf(res *sandbox.Result, log *cappedFile) Phase {
 	p := Phase{Ran: true, ExitCode: res.ExitCode, Signal: res.Signal, WallMS: res.WallMS,
-		TimedOut: res.TimedOut, Limit: res.Limit, LimitsHit: res.LimitsHit}
+		TimedOut: res.TimedOut, Limit: res.Limit, LimitsHit: res.LimitsHit, Cgroup: res.Cgroup}
 	if log != nil {
 		p.LogBytes, p.LogCapped = log.written, log.capped
 	}

@@ -1,0 +1,115 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"reflect"
+
+	"github.com/spf13/cobra"
+
+	"github.com/proctor-sandbox/proctor/internal/task"
+	"github.com/proctor-sandbox/proctor/internal/trial"
+)
+
+func newRegradeCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		taskDir, out, pubkey string
+		tf                   trialFlags
+	)
+	c := &cobra.Command{
+		Use:   "regrade BUNDLE --task DIR",
+		Short: "Grade a trial's changeset again and compare the verdict",
+		Long: `Verify BUNDLE, check that the task at --task is the one it names (same
+digest), and run the policy and the grading phase again from the bundled
+changeset (changeset.tar beside the bundle). Prints whether the new verdict
+is identical: passed, reward, status, violations and what reached the
+grader.
+
+Exit status: 0 identical; 1 different, or the bundle does not verify; 125
+when the regrade could not run.`,
+		Args: oneArg("regrade", "proctor regrade BUNDLE --task DIR"),
+		RunE: func(c *cobra.Command, args []string) error {
+			if taskDir == "" {
+				return usageErr("--task: not set")
+			}
+			p, _, err := verifyBundle(args[0], pubkey, true)
+			if err != nil {
+				return err
+			}
+			var was trial.Verdict
+			if err := json.Unmarshal(p.Verdict, &was); err != nil {
+				return err
+			}
+			t, err := loadTask(taskDir)
+			if err != nil {
+				return err
+			}
+			d, err := task.Digest(t.Dir)
+			if err != nil {
+				return err
+			}
+			if d != p.Provenance.TaskDigest {
+				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: task digest %s, but the bundle was made with %s: not the same task", t.Dir, d, p.Provenance.TaskDigest)}
+			}
+			o, err := tf.options(stderr)
+			if err != nil {
+				return err
+			}
+			if out == "" {
+				if out, err = os.MkdirTemp("", "proctor-regrade-"); err != nil {
+					return err
+				}
+				defer os.RemoveAll(out)
+				out = filepath.Join(out, "out")
+			}
+			now, err := trial.Regrade(c.Context(), trial.RegradeOptions{
+				Task: t, Archive: filepath.Join(filepath.Dir(args[0]), trial.ChangesetFile), Digest: was.Changeset.Digest,
+				Out: out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir, Progress: o.Progress,
+			})
+			if err != nil {
+				return err
+			}
+			diffs := verdictDiffs(&was, now)
+			if len(diffs) == 0 {
+				fmt.Fprintf(stdout, "identical: passed=%t status=%s reward=%g, %d violation(s), %d change(s) graded\n",
+					now.Passed, now.Status, now.Reward, len(now.Violations), now.Changeset.Permitted)
+				return nil
+			}
+			for _, d := range diffs {
+				fmt.Fprintf(stdout, "differs: %s\n", d)
+			}
+			return exitStatus(exitNotPassed)
+		},
+	}
+	c.Flags().StringVar(&taskDir, "task", "", "the task directory the bundle names")
+	c.Flags().StringVar(&out, "out", "", "keep the regrade's verdict and grader log here")
+	c.Flags().StringVar(&pubkey, "pubkey", "", "the public key the bundle must be signed with")
+	c.Flags().StringVar(&tf.cacheDir, "cache-dir", "", "where prepared workspaces are kept (default $PROCTOR_CACHE_DIR, else the user cache dir)")
+	c.Flags().StringVar(&tf.scratchDir, "scratch-dir", "", "where the sandbox's private tmpfs is mounted (default the temp dir)")
+	c.Flags().BoolVarP(&tf.quiet, "quiet", "q", false, "no progress lines on stderr")
+	return c
+}
+
+// verdictDiffs lists what a regrade decided differently.
+func verdictDiffs(was, now *trial.Verdict) []string {
+	var d []string
+	if was.Passed != now.Passed {
+		d = append(d, fmt.Sprintf("passed: was %t, now %t", was.Passed, now.Passed))
+	}
+	if was.Reward != now.Reward {
+		d = append(d, fmt.Sprintf("reward: was %g, now %g", was.Reward, now.Reward))
+	}
+	if was.Status != now.Status {
+		d = append(d, fmt.Sprintf("status: was %s, now %s", was.Status, now.Status))
+	}
+	if !reflect.DeepEqual(was.Violations, now.Violations) {
+		d = append(d, fmt.Sprintf("violations: was %d, now %d", len(was.Violations), len(now.Violations)))
+	}
+	if was.Changeset.Permitted != now.Changeset.Permitted {
+		d = append(d, fmt.Sprintf("changes graded: was %d, now %d", was.Changeset.Permitted, now.Changeset.Permitted))
+	}
+	return d
+}

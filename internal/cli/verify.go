@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/proctor-sandbox/proctor/internal/bundle"
+	"github.com/proctor-sandbox/proctor/internal/trial"
+)
+
+func oneArg(name, usage string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		if len(args) != 1 {
+			return &exitError{code: exitUsage, err: fmt.Errorf("%s: want one argument, got %d", name, len(args)), hint: usage}
+		}
+		return nil
+	}
+}
+
+func newVerifyCmd(stdout io.Writer) *cobra.Command {
+	var pubkey string
+	c := &cobra.Command{
+		Use:   "verify BUNDLE [--pubkey KEYFILE.pub]",
+		Short: "Check a trial's signed bundle and the artifacts beside it",
+		Long: `Check BUNDLE (a bundle.json): its form, its signature, the key (against
+--pubkey when given), the hash chain of its timeline, every artifact of its
+manifest found beside it, and that the verdict agrees with the provenance
+and the changeset. Prints a short summary; exits 1 naming the first field
+that failed.`,
+		Args: oneArg("verify", "proctor verify BUNDLE [--pubkey KEYFILE.pub]"),
+		RunE: func(_ *cobra.Command, args []string) error {
+			p, report, err := verifyBundle(args[0], pubkey, false)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintln(stdout, bundle.Summary(p))
+			fmt.Fprintf(stdout, "artifacts: %d checked", len(report.Checked))
+			if len(report.Missing) > 0 {
+				fmt.Fprintf(stdout, ", %d not found beside the bundle: %s", len(report.Missing), strings.Join(report.Missing, ", "))
+			}
+			fmt.Fprintln(stdout)
+			if pubkey == "" {
+				fmt.Fprintln(stdout, "key: not checked against a known public key (pass --pubkey)")
+			}
+			fmt.Fprintln(stdout, "OK")
+			return nil
+		},
+	}
+	c.Flags().StringVar(&pubkey, "pubkey", "", "the public key the bundle must be signed with")
+	return c
+}
+
+// errMismatch marks a bundle that is well-formed and signed but whose
+// verdict disagrees with its own provenance or artifacts.
+var errMismatch = errors.New("the verdict disagrees with the bundle")
+
+// verifyBundle verifies the bundle at path and cross-checks the verdict it
+// carries. requireArtifacts makes a missing artifact an error.
+func verifyBundle(path, pubkey string, requireArtifacts bool) (*bundle.Payload, bundle.ArtifactReport, error) {
+	var report bundle.ArtifactReport
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, report, err
+	}
+	opts := []bundle.VerifyOption{bundle.WithArtifactDir(filepath.Dir(path)), bundle.WithArtifactReport(&report)}
+	if pubkey != "" {
+		pub, err := bundle.ReadPublicKey(pubkey)
+		if err != nil {
+			return nil, report, err
+		}
+		opts = append(opts, bundle.WithPublicKey(pub))
+	}
+	if requireArtifacts {
+		opts = append(opts, bundle.WithRequireArtifacts())
+	}
+	p, err := bundle.Verify(data, opts...)
+	if err != nil {
+		return nil, report, &exitError{code: exitNotPassed, err: fmt.Errorf("%s: %w", path, err)}
+	}
+	var v trial.Verdict
+	if err := json.Unmarshal(p.Verdict, &v); err != nil {
+		return nil, report, &exitError{code: exitNotPassed, err: fmt.Errorf("%s: payload.verdict: %w", path, err)}
+	}
+	fail := func(field, format string, a ...any) error {
+		return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: %s: %w: %s", path, field, errMismatch, fmt.Sprintf(format, a...))}
+	}
+	if v.Task.Digest != p.Provenance.TaskDigest {
+		return nil, report, fail("payload.verdict.task.digest", "%s, provenance says %s", v.Task.Digest, p.Provenance.TaskDigest)
+	}
+	if v.Environment.Digest != p.Provenance.EnvironmentDigest {
+		return nil, report, fail("payload.verdict.environment.digest", "%s, provenance says %s", v.Environment.Digest, p.Provenance.EnvironmentDigest)
+	}
+	if v.Agent.Command != p.Provenance.Agent.Command || v.Agent.DirDigest != p.Provenance.Agent.DirDigest {
+		return nil, report, fail("payload.verdict.agent", "differs from provenance.agent")
+	}
+	for _, a := range p.Manifest {
+		if a.Name == trial.ChangesetFile && "sha256:"+a.SHA256 != v.Changeset.Digest {
+			return nil, report, fail("payload.verdict.changeset.digest", "%s, the manifest's %s is sha256:%s", v.Changeset.Digest, a.Name, a.SHA256)
+		}
+	}
+	return p, report, nil
+}
