@@ -220,7 +220,7 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	r.v.TimingsMS["layout"] = time.Since(layoutStart).Milliseconds()
-	if err := r.agentPhase(ctx, agentLayout); err != nil {
+	if err := r.agentPhase(ctx, agentLayout, agentScratch); err != nil {
 		return err
 	}
 
@@ -391,9 +391,16 @@ func (r *runner) envList(extra map[string]string, more ...string) []string {
 	return append(kv, more...)
 }
 
-func (r *runner) agentPhase(ctx context.Context, l *layout) error {
+func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 	t := r.o.Task
-	binds := []sandbox.Bind{{Src: t.Instruction, Dst: InstructionPath}}
+	// The instruction is bound from a copy on the scratch space: the
+	// sandbox's mount table shows a bind's source path, and the task's
+	// own path says more than the agent needs to know.
+	instruction := filepath.Join(s.dir, "instruction.md")
+	if err := copyFile(t.Instruction, instruction); err != nil {
+		return fmt.Errorf("copying the instruction: %w", err)
+	}
+	binds := []sandbox.Bind{{Src: instruction, Dst: InstructionPath}}
 	if r.o.AgentDir != "" {
 		binds = append(binds, sandbox.Bind{Src: r.o.AgentDir, Dst: AgentDirPath})
 	}
