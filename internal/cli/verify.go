@@ -100,6 +100,17 @@ func verifyBundle(path, pubkey string, requireArtifacts bool) (*bundle.Payload, 
 	if v.Agent.Command != p.Provenance.Agent.Command || v.Agent.DirDigest != p.Provenance.Agent.DirDigest {
 		return nil, report, fail("payload.verdict.agent", "differs from provenance.agent")
 	}
+	// verdict.json beside the bundle is what people read: it must say what
+	// the signed verdict says.
+	if side, err := os.ReadFile(filepath.Join(filepath.Dir(path), trial.VerdictFile)); err == nil {
+		canonSide, cerr := bundle.Canonicalize(side)
+		canonSigned, _ := bundle.Canonicalize(p.Verdict)
+		if cerr != nil || string(canonSide) != string(canonSigned) {
+			return nil, report, fail(trial.VerdictFile, "the file beside the bundle differs from the signed verdict")
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return nil, report, err
+	}
 	for _, a := range p.Manifest {
 		if a.Name == trial.ChangesetFile && "sha256:"+a.SHA256 != v.Changeset.Digest {
 			return nil, report, fail("payload.verdict.changeset.digest", "%s, the manifest's %s is sha256:%s", v.Changeset.Digest, a.Name, a.SHA256)
