@@ -100,6 +100,9 @@ func verifyBundle(path, pubkey string, requireArtifacts bool) (*bundle.Payload, 
 	if v.Agent.Command != p.Provenance.Agent.Command || v.Agent.DirDigest != p.Provenance.Agent.DirDigest {
 		return nil, report, fail("payload.verdict.agent", "differs from provenance.agent")
 	}
+	if err := timelineAgrees(p, &v); err != nil {
+		return nil, report, fail("payload.timeline", "%v", err)
+	}
 	// verdict.json beside the bundle is what people read: it must say what
 	// the signed verdict says.
 	if side, err := os.ReadFile(filepath.Join(filepath.Dir(path), trial.VerdictFile)); err == nil {
@@ -117,4 +120,46 @@ func verifyBundle(path, pubkey string, requireArtifacts bool) (*bundle.Payload, 
 		}
 	}
 	return p, report, nil
+}
+
+// timelineAgrees checks that the signed timeline tells the verdict's story:
+// one violation event per violation, in order, and a final verdict event
+// with the same status, pass and reward.
+func timelineAgrees(p *bundle.Payload, v *trial.Verdict) error {
+	var violations []trial.Violation
+	var last map[string]any
+	for _, e := range p.Timeline {
+		switch e.Kind {
+		case "violation":
+			var d trial.Violation
+			if err := json.Unmarshal(e.Detail, &d); err != nil {
+				return fmt.Errorf("event %d: %w", e.Seq, err)
+			}
+			violations = append(violations, d)
+		case "verdict":
+			last = map[string]any{}
+			if err := json.Unmarshal(e.Detail, &last); err != nil {
+				return fmt.Errorf("event %d: %w", e.Seq, err)
+			}
+		}
+	}
+	if len(violations) != len(v.Violations) {
+		return fmt.Errorf("%d violation events, the verdict has %d violations", len(violations), len(v.Violations))
+	}
+	for i := range violations {
+		if violations[i] != v.Violations[i] {
+			return fmt.Errorf("violation %d: the event says %s %q, the verdict %s %q", i, violations[i].Kind, violations[i].Path, v.Violations[i].Kind, v.Violations[i].Path)
+		}
+	}
+	if last == nil {
+		return fmt.Errorf("no verdict event")
+	}
+	if last["status"] != string(v.Status) || last["passed"] != v.Passed || last["reward"] != v.Reward {
+		return fmt.Errorf("the verdict event says status %v, passed %v, reward %v; the verdict %s, %t, %g",
+			last["status"], last["passed"], last["reward"], v.Status, v.Passed, v.Reward)
+	}
+	if n := len(p.Timeline); n == 0 || p.Timeline[n-1].Kind != "verdict" {
+		return fmt.Errorf("the timeline does not end with the verdict")
+	}
+	return nil
 }
