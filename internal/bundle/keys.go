@@ -199,9 +199,9 @@ func parseKeyLine(data []byte, prefix, otherPrefix string, comment bool) ([]byte
 			other = "private"
 		}
 		return nil, "", fmt.Errorf("%w: this is a %s key file, not a %s one", ErrKeyFormat, other, kind)
-	case first != prefix && comment:
-		return nil, "", fmt.Errorf("%w: starts with %s; %s", ErrKeyFormat, show(cut(first, 40)), want)
 	case first != prefix:
+		// Never echo what the file holds: it may be a secret (a raw seed
+		// passed as --pubkey, a token).
 		return nil, "", fmt.Errorf("%w: does not start with %q; %s", ErrKeyFormat, prefix, want)
 	}
 	b64, note, hasNote := strings.Cut(rest, " ")
@@ -230,13 +230,6 @@ func printableLine(s string) bool {
 		}
 	}
 	return true
-}
-
-func cut(s string, n int) string {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 // quotePath renders a path for a one-line message: as is when it is plain,

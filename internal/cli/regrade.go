@@ -54,7 +54,10 @@ when the regrade could not run.`,
 			if d != p.Provenance.TaskDigest {
 				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: task digest %s, but the bundle was made with %s: not the same task", t.Dir, d, p.Provenance.TaskDigest)}
 			}
-			o, err := tf.options(stderr)
+			if was.Changeset.Digest == "" {
+				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: the trial kept no changeset (%s): nothing to regrade", args[0], was.Changeset.Limit)}
+			}
+			o, err := tf.baseOptions(stderr)
 			if err != nil {
 				return err
 			}
@@ -68,6 +71,7 @@ when the regrade could not run.`,
 			now, err := trial.Regrade(c.Context(), trial.RegradeOptions{
 				Task: t, Archive: filepath.Join(filepath.Dir(args[0]), trial.ChangesetFile), Digest: was.Changeset.Digest,
 				Out: out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir, Progress: o.Progress,
+				AgentPhase: was.Phases[trial.PhaseAgent],
 			})
 			if err != nil {
 				return err
@@ -107,6 +111,15 @@ func verdictDiffs(was, now *trial.Verdict) []string {
 	}
 	if !reflect.DeepEqual(was.Violations, now.Violations) {
 		d = append(d, fmt.Sprintf("violations: was %d, now %d", len(was.Violations), len(now.Violations)))
+	}
+	if was.Environment.Digest != now.Environment.Digest {
+		d = append(d, fmt.Sprintf("environment: was %s, now %s", was.Environment.Digest, now.Environment.Digest))
+	}
+	if !reflect.DeepEqual(was.Changeset.LeftOut, now.Changeset.LeftOut) {
+		d = append(d, fmt.Sprintf("left out: was %d, now %d", len(was.Changeset.LeftOut), len(now.Changeset.LeftOut)))
+	}
+	if was.Error != now.Error {
+		d = append(d, fmt.Sprintf("error: was %q, now %q", was.Error, now.Error))
 	}
 	if was.Changeset.Permitted != now.Changeset.Permitted {
 		d = append(d, fmt.Sprintf("changes graded: was %d, now %d", was.Changeset.Permitted, now.Changeset.Permitted))

@@ -7,10 +7,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 
 	"github.com/spf13/cobra"
 
 	"github.com/proctor-sandbox/proctor/internal/bundle"
+	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/task"
 	"github.com/proctor-sandbox/proctor/internal/trial"
 )
@@ -32,6 +35,39 @@ func (f *trialFlags) register(c *cobra.Command) {
 	c.Flags().StringVar(&f.keyFile, "key", "", "the private key that signs each bundle (default $PROCTOR_KEY_FILE; without one, an ephemeral key)")
 }
 
+// keyOutsideSandboxes refuses a key file a sandbox could show: one under the
+// host directories a "host" environment exposes (it would rest on a mask the
+// host scan could miss), or one with other hard links (which could lie
+// anywhere). The signing key must never enter a sandbox.
+func keyOutsideSandboxes(path string) error {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return fmt.Errorf("--key %s: %w", path, err)
+	}
+	for _, d := range sandbox.HostDirs {
+		rd, err := filepath.EvalSymlinks(d)
+		if err != nil {
+			continue
+		}
+		if real == rd || strings.HasPrefix(real, rd+"/") {
+			return &exitError{code: exitSetup, err: fmt.Errorf("--key %s: lies under %s, which sandboxes show", path, d),
+				hint: "keep signing keys outside /usr, /etc and the other system directories, e.g. in ~/.config/proctor"}
+		}
+	}
+	fi, err := os.Stat(real)
+	if err != nil {
+		return fmt.Errorf("--key %s: %w", path, err)
+	}
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Nlink > 1 {
+		return fmt.Errorf("--key %s: has %d hard links; a signing key must have one", path, st.Nlink)
+	}
+	return nil
+}
+
 // signingKey reads the key from --key or PROCTOR_KEY_FILE, or makes an
 // ephemeral one and says so plainly.
 func (f *trialFlags) signingKey(stderr io.Writer) (ed25519.PrivateKey, error) {
@@ -40,6 +76,9 @@ func (f *trialFlags) signingKey(stderr io.Writer) (ed25519.PrivateKey, error) {
 		path = os.Getenv("PROCTOR_KEY_FILE")
 	}
 	if path != "" {
+		if err := keyOutsideSandboxes(path); err != nil {
+			return nil, err
+		}
 		return bundle.ReadPrivateKey(path)
 	}
 	key, err := bundle.GenerateKey()
@@ -52,11 +91,19 @@ func (f *trialFlags) signingKey(stderr io.Writer) (ed25519.PrivateKey, error) {
 }
 
 func (f *trialFlags) options(stderr io.Writer) (trial.Options, error) {
-	key, err := f.signingKey(stderr)
+	o, err := f.baseOptions(stderr)
 	if err != nil {
-		return trial.Options{}, err
+		return o, err
 	}
-	o := trial.Options{CacheDir: f.cacheDir, ScratchDir: f.scratchDir, Key: key}
+	if o.Key, err = f.signingKey(stderr); err != nil {
+		return o, err
+	}
+	return o, nil
+}
+
+// baseOptions are the options without a signing key (for regrade).
+func (f *trialFlags) baseOptions(stderr io.Writer) (trial.Options, error) {
+	o := trial.Options{CacheDir: f.cacheDir, ScratchDir: f.scratchDir}
 	if o.CacheDir == "" {
 		o.CacheDir = os.Getenv("PROCTOR_CACHE_DIR")
 	}

@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/task"
 	"github.com/proctor-sandbox/proctor/internal/workspace"
@@ -25,6 +27,9 @@ type RegradeOptions struct {
 	ScratchDir string
 	Limits     workspace.Limits
 	Progress   io.Writer
+	// AgentPhase is how the trial's agent phase ended (from its verdict):
+	// a timeout or a limit there shapes the status as it did then.
+	AgentPhase Phase
 }
 
 // Regrade runs the policy and the grading phase of a trial again, on the
@@ -41,7 +46,7 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 	if o.Limits == (workspace.Limits{}) {
 		o.Limits = workspace.DefaultLimits()
 	}
-	f, err := os.Open(o.Archive)
+	f, err := OpenRegularFile(o.Archive)
 	if err != nil {
 		return nil, fmt.Errorf("reading the changeset: %w", err)
 	}
@@ -60,7 +65,7 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 		PassThreshold: t.Proctor.PassThreshold,
 		Grading:       t.Proctor.Grading,
 		Violations:    []Violation{},
-		Phases:        map[string]Phase{PhaseAgent: {LimitsHit: []sandbox.Limit{}}, PhaseGrader: {LimitsHit: []sandbox.Limit{}}},
+		Phases:        map[string]Phase{PhaseAgent: o.AgentPhase, PhaseGrader: {LimitsHit: []sandbox.Limit{}}},
 		Workspace:     WorkspaceRef{Workdir: t.Environment.Workdir},
 		Environment:   EnvironmentRef{Rootfs: t.Proctor.Rootfs},
 		Changeset: ChangesetRef{Digest: cs.Digest, Files: cs.Files, Bytes: cs.Bytes, Entries: len(cs.Entries),
@@ -118,4 +123,28 @@ func (r *runner) regrade(ctx context.Context, archive string, cs *workspace.Chan
 		return err
 	}
 	return r.gradePhase(ctx, archive, cs, keep)
+}
+
+// OpenRegularFile opens path for reading only if it is a regular file itself:
+// not a symlink (to a file elsewhere, or /dev/zero), not a fifo (which would
+// block), not a device.
+func OpenRegularFile(path string) (*os.File, error) {
+	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) {
+			return nil, fmt.Errorf("%s: a symlink: refused", path)
+		}
+		return nil, &os.PathError{Op: "open", Path: path, Err: err}
+	}
+	f := os.NewFile(uintptr(fd), path)
+	fi, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		f.Close()
+		return nil, fmt.Errorf("%s: not a regular file", path)
+	}
+	return f, nil
 }

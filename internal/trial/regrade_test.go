@@ -74,3 +74,21 @@ func TestRegradeRefusesAnotherArchive(t *testing.T) {
 		t.Fatal("a tampered archive was regraded")
 	}
 }
+
+// A trial whose agent ran out of time is regraded to the same status when
+// the regrade is told how the agent phase ended.
+func TestRegradeKeepsTheAgentPhase(t *testing.T) {
+	tk := writeTask(t, taskSpec{timeoutSec: 2, test: `[ -f /app/out ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt`})
+	v, out := runTrial(t, tk, "echo done > /app/out; sleep 600", "")
+	if v.Status != StatusTimeout || !v.Passed {
+		t.Fatalf("trial: status %s passed %t", v.Status, v.Passed)
+	}
+	rv, err := Regrade(context.Background(), RegradeOptions{Task: tk, Archive: filepath.Join(out, ChangesetFile),
+		Digest: v.Changeset.Digest, Out: filepath.Join(t.TempDir(), "r"), CacheDir: sharedCache, AgentPhase: v.Phases[PhaseAgent]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rv.Status != v.Status || rv.Passed != v.Passed || rv.Reward != v.Reward {
+		t.Errorf("regrade: status %s passed %t reward %g; trial: %s %t %g", rv.Status, rv.Passed, rv.Reward, v.Status, v.Passed, v.Reward)
+	}
+}
