@@ -25,9 +25,12 @@ func oneArg(name, usage string) cobra.PositionalArgs {
 }
 
 func newVerifyCmd(stdout io.Writer) *cobra.Command {
-	var pubkey string
+	var (
+		pubkey  string
+		require bool
+	)
 	c := &cobra.Command{
-		Use:   "verify BUNDLE [--pubkey KEYFILE.pub]",
+		Use:   "verify BUNDLE [--pubkey KEYFILE.pub] [--require-artifacts]",
 		Short: "Check a trial's signed bundle and the artifacts beside it",
 		Long: `Check BUNDLE (a bundle.json): its form, its signature, the key (against
 --pubkey when given), the hash chain of its timeline, every artifact of its
@@ -36,7 +39,7 @@ and the changeset. Prints a short summary; exits 1 naming the first field
 that failed.`,
 		Args: oneArg("verify", "proctor verify BUNDLE [--pubkey KEYFILE.pub]"),
 		RunE: func(_ *cobra.Command, args []string) error {
-			p, report, err := verifyBundle(args[0], pubkey, false)
+			p, report, err := verifyBundle(args[0], pubkey, require)
 			if err != nil {
 				return err
 			}
@@ -57,6 +60,7 @@ that failed.`,
 		},
 	}
 	c.Flags().StringVar(&pubkey, "pubkey", "", "the public key the bundle must be signed with")
+	c.Flags().BoolVar(&require, "require-artifacts", false, "fail when an artifact of the manifest is not beside the bundle")
 	return c
 }
 
