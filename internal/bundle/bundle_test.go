@@ -337,7 +337,7 @@ func TestSummary(t *testing.T) {
 	p.Verdict = json.RawMessage(`{"passed":false,"task":{"name":"\u001b[31mred"}}`)
 	p.Provenance.Agent.Command = "sh -c 'x'\n\u202eevil" + strings.Repeat("a", 300)
 	s = Summary(p)
-	if strings.ContainsAny(s, "\x1b\u202e") || strings.Count(s, "\n") != 5 {
+	if strings.ContainsAny(s, "\x1b\u202e") || strings.Count(s, "\n") != 6 {
 		t.Errorf("summary passes control characters through:\n%s", s)
 	}
 	if !strings.Contains(s, "failed (status ?, reward ?)") || !strings.Contains(s, "…") {

@@ -77,6 +77,7 @@ func Example() {
 	// verdict:  passed (status clean, reward 1)
 	// task:     sha256:0ebb429fa86d481c2630fac53db1c91cffed5d4d41d1021c179444eb67e7ee0b
 	// agent:    my-agent --task /proctor/instruction.md
+	// env:      sha256:3c47ef972d531d524daa15fa33dd885dd23de6221bbd10a29eb42ecfcf2ef422
 	// signer:   SHA256://e0fWjWFR11qKingIXjAegPXMlmVQQX+YLUWhgYR4Y
 	// contents: 2 timeline events, 1 artifacts
 	// tampered: artifact agent.log

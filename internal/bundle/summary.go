@@ -23,7 +23,8 @@ type verdictView struct {
 const maxSummaryField = 200
 
 // Summary describes a payload in a few lines for a person: the verdict
-// (passed, status, reward), the task, the agent's command, the signer's
+// (passed, status, reward), the task, the agent's command and directory
+// digest, the environment digest, the signer's
 // fingerprint and the size of the timeline and manifest. Every value from
 // the payload is printed on one line, cut to a few hundred bytes, and
 // quoted if it holds anything a terminal would interpret. Fields the
@@ -56,7 +57,12 @@ func Summary(p *Payload) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "verdict:  %s (status %s, reward %s)\n", result, status, reward)
 	fmt.Fprintf(&b, "task:     %s\n", task)
-	fmt.Fprintf(&b, "agent:    %s\n", safe(p.Provenance.Agent.Command))
+	agent := safe(p.Provenance.Agent.Command)
+	if d := p.Provenance.Agent.DirDigest; d != "" {
+		agent += " (agent dir " + safe(d) + ")"
+	}
+	fmt.Fprintf(&b, "agent:    %s\n", agent)
+	fmt.Fprintf(&b, "env:      %s\n", safe(p.Provenance.EnvironmentDigest))
 	fmt.Fprintf(&b, "signer:   %s\n", safe(p.Signer.Fingerprint))
 	fmt.Fprintf(&b, "contents: %d timeline events, %d artifacts\n", len(p.Timeline), len(p.Manifest))
 	return b.String()
