@@ -21,6 +21,9 @@ demo-exec: deps build
 	bash examples/exec/demo.sh bin/proctor
 
 # Isolation tests need root; as root none of them may be skipped under CI=true.
+# One cache for every test package and both runs: the first digest of the
+# host environment reads all of /usr.
+test: export PROCTOR_TEST_CACHE := $(CURDIR)/.test-cache
 test: deps
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...

@@ -32,7 +32,11 @@ func TestScripts(t *testing.T) {
 				return err
 			}
 			env.Setenv("EXAMPLES", examples)
-			env.Setenv("PROCTOR_CACHE_DIR", filepath.Join(env.WorkDir, ".cache"))
+			cache := os.Getenv("PROCTOR_TEST_CACHE") // shared by make test
+			if cache == "" {
+				cache = filepath.Join(env.WorkDir, ".cache")
+			}
+			env.Setenv("PROCTOR_CACHE_DIR", cache)
 			return nil
 		},
 		Condition: func(cond string) (bool, error) {

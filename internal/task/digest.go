@@ -165,7 +165,7 @@ func (w *walker) walk(n *node, rel string) error {
 		switch {
 		case m.IsRegular():
 			c.kind = kindFile
-			if h, ok := w.cache.lookup(info); ok {
+			if h, ok := w.cache.Lookup(info); ok {
 				c.hash = h
 				break
 			}
@@ -263,7 +263,7 @@ func (w *walker) hashFile(n *node, h hash.Hash, buf []byte) error {
 	h.Sum(n.hash[:0])
 	// Remember it only if the file is still what was read.
 	if after, err := f.Stat(); err == nil && sameIdentity(fi, after) {
-		w.cache.remember(after, n.hash)
+		w.cache.Remember(after, n.hash)
 	}
 	return nil
 }

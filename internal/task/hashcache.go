@@ -136,7 +136,9 @@ func keyOf(fi fs.FileInfo) (fileKey, bool) {
 		mtimeNS: st.Mtim.Nano(), ctimeNS: st.Ctim.Nano()}, true
 }
 
-func (c *HashCache) lookup(fi fs.FileInfo) ([sha256.Size]byte, bool) {
+// Lookup returns the remembered content hash of the file fi describes, if
+// its identity is unchanged since.
+func (c *HashCache) Lookup(fi fs.FileInfo) ([sha256.Size]byte, bool) {
 	if c == nil {
 		return [sha256.Size]byte{}, false
 	}
@@ -150,9 +152,9 @@ func (c *HashCache) lookup(fi fs.FileInfo) ([sha256.Size]byte, bool) {
 	return h, ok
 }
 
-// remember stores the hash of a file whose identity fi was checked against
+// Remember stores the hash of a file whose identity fi was checked against
 // the file just read, unless it changed too recently to be sure.
-func (c *HashCache) remember(fi fs.FileInfo, h [sha256.Size]byte) {
+func (c *HashCache) Remember(fi fs.FileInfo, h [sha256.Size]byte) {
 	if c == nil {
 		return
 	}

@@ -38,6 +38,10 @@ type scanEntry struct {
 	MtimeNS, CtimeNS int64
 	Restricted       []string // names of restricted children
 	Subdirs          []string // names of readable, searchable child directories
+	// Own is the SHA-256 of what the directory holds but its readable
+	// subdirectories (see ownHash); nil until the environment digest
+	// needs it.
+	Own []byte
 }
 
 type hostScan struct {
@@ -49,6 +53,21 @@ type hostScan struct {
 // restrictedPaths returns every restricted path under dirs (absolute host
 // paths), using and refreshing the cache file.
 func restrictedPaths(dirs []string, cacheFile string) ([]string, error) {
+	s, out, err := scanHost(dirs, cacheFile)
+	if err != nil {
+		return nil, err
+	}
+	if s.changed || len(s.now) != len(s.old) {
+		if err := s.save(cacheFile); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// scanHost walks dirs and returns the scan (to be saved by the caller) and
+// every restricted path, sorted.
+func scanHost(dirs []string, cacheFile string) (*hostScan, []string, error) {
 	s := &hostScan{old: map[string]scanEntry{}}
 	if f, err := os.Open(cacheFile); err == nil {
 		// A list in walk order decodes much faster than a map.
@@ -61,19 +80,14 @@ func restrictedPaths(dirs []string, cacheFile string) ([]string, error) {
 		}
 		f.Close()
 	} else if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("reading the host scan cache: %w", err)
+		return nil, nil, fmt.Errorf("reading the host scan cache: %w", err)
 	}
 	out, err := s.walkAll(dirs)
 	if err != nil {
-		return nil, err
-	}
-	if s.changed || len(s.now) != len(s.old) {
-		if err := s.save(cacheFile); err != nil {
-			return nil, err
-		}
+		return nil, nil, err
 	}
 	slices.Sort(out)
-	return out, nil
+	return s, out, nil
 }
 
 // walkAll walks dirs: each one's own entry first, then its subdirectories

@@ -26,13 +26,19 @@ func TestMain(m *testing.M) {
 	if len(os.Args) > 1 && os.Args[1] == sandbox.InitCommand {
 		os.Exit(sandbox.RunInit(os.Args[2:]))
 	}
-	dir, err := os.MkdirTemp("", "proctor-trial-cache-")
-	if err != nil {
-		panic(err)
+	// make test shares one cache between packages and runs
+	// (PROCTOR_TEST_CACHE): the host environment's digest reads gigabytes
+	// the first time.
+	sharedCache = os.Getenv("PROCTOR_TEST_CACHE")
+	if sharedCache == "" {
+		dir, err := os.MkdirTemp("", "proctor-trial-cache-")
+		if err != nil {
+			panic(err)
+		}
+		defer os.RemoveAll(dir)
+		sharedCache = dir
 	}
-	sharedCache = dir
 	code := m.Run()
-	os.RemoveAll(dir)
 	os.Exit(code)
 }
 

@@ -3,8 +3,6 @@ package trial
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -191,6 +189,7 @@ type runner struct {
 	// hostMasks are a "host" environment's unreadable files and
 	// directories (hostscan.go).
 	hostMasks []string
+	hostScan  *hostScan // the host scan, for the environment digest
 }
 
 func (r *runner) say(format string, args ...any) {
@@ -303,11 +302,11 @@ func (r *runner) prepare(ctx context.Context) error {
 				dirs = append(dirs, d)
 			}
 		}
-		masks, err := restrictedPaths(dirs, filepath.Join(r.o.CacheDir, "hostscan"))
+		scan, masks, err := scanHost(dirs, filepath.Join(r.o.CacheDir, "hostscan"))
 		if err != nil {
 			return err
 		}
-		r.hostMasks = masks
+		r.hostMasks, r.hostScan = masks, scan
 		r.v.TimingsMS["host_scan"] = time.Since(scanStart).Milliseconds()
 	}
 	return nil
@@ -337,37 +336,24 @@ func (r *runner) digest() error {
 			return fmt.Errorf("digesting --agent-dir: %w", err)
 		}
 	}
-	if r.v.Environment.Digest, err = environmentDigest(t, cache); err != nil {
-		return err
+	if t.Proctor.Rootfs == sandbox.RootfsHost {
+		missing := 0
+		for _, e := range r.hostScan.now {
+			if len(e.Own) == 0 {
+				missing++
+			}
+		}
+		if missing > 1000 {
+			r.say("digesting the host environment: %d directories to read (the first time reads all of /usr; later trials reuse it)", missing)
+		}
+		r.v.Environment.Digest, err = hostDigest(r.hostScan, sandbox.HostDirs, cache, filepath.Join(r.o.CacheDir, "hostscan"))
+	} else {
+		r.v.Environment.Digest, err = task.DigestCached(t.Proctor.Rootfs, cache)
+	}
+	if err != nil {
+		return fmt.Errorf("digesting the environment: %w", err)
 	}
 	return cache.Save()
-}
-
-// environmentDigest identifies the read-only environment: a content digest
-// of a rootfs directory, or for the host the identity of its installed
-// system (os-release and the package database), which is what decides the
-// content of the host's system directories.
-func environmentDigest(t *task.Task, cache *task.HashCache) (string, error) {
-	if t.Proctor.Rootfs != sandbox.RootfsHost {
-		d, err := task.DigestCached(t.Proctor.Rootfs, cache)
-		if err != nil {
-			return "", fmt.Errorf("digesting the rootfs: %w", err)
-		}
-		return d, nil
-	}
-	h := sha256.New()
-	for _, f := range []string{"/etc/os-release", "/var/lib/dpkg/status", "/lib/apk/db/installed", "/var/lib/rpm/rpmdb.sqlite"} {
-		data, err := os.ReadFile(f)
-		if errors.Is(err, os.ErrNotExist) {
-			continue
-		}
-		if err != nil {
-			return "", fmt.Errorf("identifying the host environment: %w", err)
-		}
-		fmt.Fprintf(h, "%s %d\n", f, len(data))
-		h.Write(data)
-	}
-	return "host-sha256:" + hex.EncodeToString(h.Sum(nil)), nil
 }
 
 func (r *runner) limits(timeout time.Duration) sandbox.Limits {
