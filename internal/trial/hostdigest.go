@@ -76,6 +76,11 @@ func hostDigest(s *hostScan, hostDirs []string, cache *task.HashCache, cacheFile
 		subs := slices.Clone(e.Subdirs)
 		slices.Sort(subs)
 		for _, n := range subs {
+			if _, ok := byPath[filepath.Join(dir, n)]; !ok {
+				// Gone between reading its parent and walking into it:
+				// the host changed under the scan; what was seen counts.
+				continue
+			}
 			sub, err := tree(filepath.Join(dir, n))
 			if err != nil {
 				return nil, err
@@ -200,6 +205,9 @@ func ownHash(e *scanEntry, cache *task.HashCache, buf []byte) ([]byte, error) {
 			kind, body = 'l', t[:]
 		case st.Mode&unix.S_IFMT == unix.S_IFREG:
 			sum, err := fileHash(fd, n, cache, buf)
+			if errors.Is(err, unix.ENOENT) {
+				continue // removed while read
+			}
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", n, err)
 			}

@@ -60,3 +60,33 @@ func TestHostDigest(t *testing.T) {
 		t.Fatalf("a cold digest differs from the cached one: %s vs %s", d5, d3)
 	}
 }
+
+// A directory that vanishes between the scan of its parent and the walk
+// into it (the host changing under a trial) is left out, not an error.
+func TestHostDigestToleratesAVanishedDirectory(t *testing.T) {
+	root := t.TempDir()
+	a := filepath.Join(root, "a")
+	if err := os.MkdirAll(filepath.Join(a, "gone"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "hostscan")
+	s, _, err := scanHost([]string{a}, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Drop the vanished directory's entry as a racing walk would have.
+	var kept []scanEntry
+	for _, e := range s.now {
+		if e.Path != filepath.Join(a, "gone") {
+			kept = append(kept, e)
+		}
+	}
+	s.now = kept
+	c, err := task.OpenHashCache(filepath.Join(t.TempDir(), "hashes"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hostDigest(s, []string{a}, c, file); err != nil {
+		t.Fatalf("hostDigest: %v", err)
+	}
+}
