@@ -41,8 +41,10 @@ import (
 // and the environment digest is "host-sha256:" + hex(digest).
 
 // hostDigest computes the host view's digest from a scan, filling in and
-// saving what the scan's cache lacked.
-func hostDigest(s *hostScan, hostDirs []string, cache *task.HashCache, cacheFile string) (string, error) {
+// saving what the scan's cache lacked. File hashes are kept in their own
+// cache (hashFile), opened only when a directory must be read again: in the
+// steady state a trial never loads the hashes of the host's 150,000 files.
+func hostDigest(s *hostScan, hostDirs []string, hashFile, cacheFile string) (string, error) {
 	byPath := make(map[string]*scanEntry, len(s.now))
 	var missing []*scanEntry
 	for i := range s.now {
@@ -52,8 +54,17 @@ func hostDigest(s *hostScan, hostDirs []string, cache *task.HashCache, cacheFile
 			missing = append(missing, e)
 		}
 	}
-	if err := fillOwn(missing, cache); err != nil {
-		return "", err
+	if len(missing) > 0 {
+		cache, err := task.OpenHashCache(hashFile)
+		if err != nil {
+			return "", err
+		}
+		if err := fillOwn(missing, cache); err != nil {
+			return "", err
+		}
+		if err := cache.Save(); err != nil {
+			return "", err
+		}
 	}
 	if len(missing) > 0 || s.changed || len(s.now) != len(s.old) {
 		if err := s.save(cacheFile); err != nil {

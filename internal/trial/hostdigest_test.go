@@ -4,8 +4,6 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
-
-	"github.com/proctor-sandbox/proctor/internal/task"
 )
 
 // The host view's digest: stable when nothing changes, moved by any change
@@ -30,9 +28,7 @@ func TestHostDigest(t *testing.T) {
 		file := filepath.Join(cacheDir, "hostscan")
 		s, _, err := scanHost([]string{a}, file)
 		must(err)
-		c, err := task.OpenHashCache(filepath.Join(cacheDir, "hashes"))
-		must(err)
-		d, err := hostDigest(s, []string{a}, c, file)
+		d, err := hostDigest(s, []string{a}, filepath.Join(cacheDir, "hashes"), file)
 		must(err)
 		return d
 	}
@@ -82,11 +78,7 @@ func TestHostDigestToleratesAVanishedDirectory(t *testing.T) {
 		}
 	}
 	s.now = kept
-	c, err := task.OpenHashCache(filepath.Join(t.TempDir(), "hashes"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := hostDigest(s, []string{a}, c, file); err != nil {
+	if _, err := hostDigest(s, []string{a}, filepath.Join(t.TempDir(), "hashes"), file); err != nil {
 		t.Fatalf("hostDigest: %v", err)
 	}
 }

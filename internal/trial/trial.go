@@ -346,7 +346,8 @@ func (r *runner) digest() error {
 		if missing > 1000 {
 			r.say("digesting the host environment: %d directories to read (the first time reads all of /usr; later trials reuse it)", missing)
 		}
-		r.v.Environment.Digest, err = hostDigest(r.hostScan, sandbox.HostDirs, cache, filepath.Join(r.o.CacheDir, "hostscan"))
+		r.v.Environment.Digest, err = hostDigest(r.hostScan, sandbox.HostDirs,
+			filepath.Join(r.o.CacheDir, "hashes-host"), filepath.Join(r.o.CacheDir, "hostscan"))
 	} else {
 		r.v.Environment.Digest, err = task.DigestCached(t.Proctor.Rootfs, cache)
 	}
