@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -81,18 +80,7 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 	if err := makeOut(o.Out); err != nil {
 		return nil, err
 	}
-	start := time.Now()
-	digested := make(chan error, 1)
-	go func() { digested <- r.digest() }()
-	err = r.regrade(ctx, o.Archive, cs)
-	if derr := <-digested; derr != nil && err == nil {
-		err = derr
-	}
-	v.TimingsMS["digest"] = r.digestMS
-	v.TimingsMS["total"] = time.Since(start).Milliseconds() + v.TimingsMS["prepare"]
-	if err != nil {
-		v.Error = err.Error()
-	}
+	err = r.beside(func() error { return r.regrade(ctx, o.Archive, cs) })
 	v.settle()
 	if _, serr := os.Stat(filepath.Join(o.Out, GraderLog)); serr == nil {
 		v.Artifacts = append(v.Artifacts, GraderLog)

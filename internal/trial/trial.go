@@ -90,19 +90,8 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 	if err := makeOut(o.Out); err != nil {
 		return nil, err
 	}
-	start := time.Now()
 	r.event("trial.start", detail("task", t.Name, "agent", o.Agent, "grading", t.Proctor.Grading))
-	digested := make(chan error, 1)
-	go func() { digested <- r.digest() }()
-	err := r.run(ctx)
-	if derr := <-digested; derr != nil && err == nil {
-		err = derr
-	}
-	v.TimingsMS["digest"] = r.digestMS
-	v.TimingsMS["total"] = time.Since(start).Milliseconds() + v.TimingsMS["prepare"]
-	if err != nil {
-		v.Error = err.Error()
-	}
+	err := r.beside(func() error { return r.run(ctx) })
 	v.settle()
 	for _, a := range []string{AgentLog, ChangesetFile, GraderLog} {
 		if _, serr := os.Stat(filepath.Join(o.Out, a)); serr == nil {
@@ -162,6 +151,25 @@ func (o *Options) check() error {
 		o.Limits = workspace.DefaultLimits()
 	}
 	return nil
+}
+
+// beside runs work with the digests of every input taken beside it, and
+// records the first error of either in the verdict (and returns it), with
+// the timings.
+func (r *runner) beside(work func() error) error {
+	start := time.Now()
+	digested := make(chan error, 1)
+	go func() { digested <- r.digest() }()
+	err := work()
+	if derr := <-digested; derr != nil && err == nil {
+		err = derr
+	}
+	r.v.TimingsMS["digest"] = r.digestMS
+	r.v.TimingsMS["total"] = time.Since(start).Milliseconds() + r.v.TimingsMS["prepare"]
+	if err != nil {
+		r.v.Error = err.Error()
+	}
+	return err
 }
 
 func makeOut(out string) error {
