@@ -641,33 +641,41 @@ func attackExit(args []string) error {
 // atFDCWD is AT_FDCWD as a raw syscall argument.
 var atFDCWD = func() uintptr { v := unix.AT_FDCWD; return uintptr(v) }()
 
-// attackAttach starts a child (not traced) and tries to take hold of it:
-// ptrace ATTACH, then SEIZE, then reading its memory with process_vm_readv.
-// It prints one line per attempt: the name and "ok" or the errno.
+// attackAttach tries to take hold of processes it did not start traced:
+// ptrace ATTACH on one child, SEIZE on another (each fresh, so that one
+// attempt cannot disturb the next), then reading a child's memory with
+// process_vm_readv. It prints one line per attempt: the name and "ok" or
+// the errno.
 func attackAttach([]string) error {
-	child := exec.Command("/bin/sleep", "30")
-	if err := child.Start(); err != nil {
+	sleeper := func() (int, func(), error) {
+		child := exec.Command("/bin/sleep", "30")
+		if err := child.Start(); err != nil {
+			return 0, nil, err
+		}
+		time.Sleep(20 * time.Millisecond)
+		return child.Process.Pid, func() { child.Process.Kill(); child.Wait() }, nil
+	}
+	for _, req := range []struct {
+		name string
+		op   int
+	}{{"attach", unix.PTRACE_ATTACH}, {"seize", unix.PTRACE_SEIZE}} {
+		pid, done, err := sleeper()
+		if err != nil {
+			return err
+		}
+		_, _, e := unix.Syscall6(unix.SYS_PTRACE, uintptr(req.op), uintptr(pid), 0, 0, 0, 0)
+		fmt.Println(req.name, errnoName(e))
+		done()
+	}
+	pid, done, err := sleeper()
+	if err != nil {
 		return err
 	}
-	defer child.Process.Kill()
-	pid := child.Process.Pid
-	time.Sleep(50 * time.Millisecond)
-	_, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_ATTACH, uintptr(pid), 0, 0, 0, 0)
-	fmt.Println("attach", errnoName(e))
-	if e == 0 {
-		var ws unix.WaitStatus
-		unix.Wait4(pid, &ws, unix.WALL, nil)
-		unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(pid), 0, 0, 0, 0)
-	}
-	_, _, e = unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(pid), 0, 0, 0, 0)
-	fmt.Println("seize", errnoName(e))
-	if e == 0 {
-		unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(pid), 0, 0, 0, 0)
-	}
+	defer done()
 	buf := make([]byte, 8)
 	local := []unix.Iovec{{Base: &buf[0], Len: 8}}
 	remote := []unix.RemoteIovec{{Base: 0x400000, Len: 8}}
-	_, err := unix.ProcessVMReadv(pid, local, remote, 0)
+	_, err = unix.ProcessVMReadv(pid, local, remote, 0)
 	if errors.Is(err, unix.EFAULT) || errors.Is(err, unix.ESRCH) {
 		err = nil // the call ran: what mattered is that it was not refused
 	}
