@@ -91,9 +91,7 @@ when the regrade could not run.`,
 	c.Flags().StringVar(&taskDir, "task", "", "the task directory the bundle names")
 	c.Flags().StringVar(&out, "out", "", "keep the regrade's verdict and grader log here")
 	c.Flags().StringVar(&pubkey, "pubkey", "", "the public key the bundle must be signed with")
-	c.Flags().StringVar(&tf.cacheDir, "cache-dir", "", "where prepared workspaces are kept (default $PROCTOR_CACHE_DIR, else the user cache dir)")
-	c.Flags().StringVar(&tf.scratchDir, "scratch-dir", "", "where the sandbox's private tmpfs is mounted (default the temp dir)")
-	c.Flags().BoolVarP(&tf.quiet, "quiet", "q", false, "no progress lines on stderr")
+	tf.registerUnsigned(c)
 	return c
 }
 

@@ -29,10 +29,16 @@ type trialFlags struct {
 }
 
 func (f *trialFlags) register(c *cobra.Command) {
+	f.registerUnsigned(c)
+	c.Flags().StringVar(&f.keyFile, "key", "", "the private key that signs each bundle (default $PROCTOR_KEY_FILE; without one, an ephemeral key)")
+}
+
+// registerUnsigned registers the flags but --key, for commands that sign
+// nothing.
+func (f *trialFlags) registerUnsigned(c *cobra.Command) {
 	c.Flags().StringVar(&f.cacheDir, "cache-dir", "", "where prepared workspaces are kept (default $PROCTOR_CACHE_DIR, else the user cache dir)")
 	c.Flags().StringVar(&f.scratchDir, "scratch-dir", "", "where each sandbox's private tmpfs is mounted while it runs (default the temp dir)")
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
-	c.Flags().StringVar(&f.keyFile, "key", "", "the private key that signs each bundle (default $PROCTOR_KEY_FILE; without one, an ephemeral key)")
 }
 
 // keyOutsideSandboxes refuses a key file a sandbox could show: one under the

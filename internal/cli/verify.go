@@ -74,12 +74,7 @@ func verifyBundle(path, pubkey string, requireArtifacts bool) (*bundle.Payload, 
 	var report bundle.ArtifactReport
 	// The bundle may come from anyone: a regular file only (not a symlink
 	// to /dev/zero, not a fifo), read no further than a bundle can be.
-	f, err := trial.OpenRegularFile(path)
-	if err != nil {
-		return nil, report, err
-	}
-	data, err := io.ReadAll(io.LimitReader(f, bundle.MaxSize+1))
-	f.Close()
+	data, err := readSmallRegular(path)
 	if err != nil {
 		return nil, report, err
 	}

@@ -240,18 +240,17 @@ func ownHash(e *scanEntry, cache *task.HashCache, buf []byte) ([]byte, error) {
 // fileHash returns the SHA-256 of the regular file name in dirfd, from the
 // cache when its identity is unchanged.
 func fileHash(dirfd int, name string, cache *task.HashCache, buf []byte) ([]byte, error) {
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	f, err := openRegularAt(dirfd, name)
+	if errors.Is(err, errNotRegular) {
+		return nil, fmt.Errorf("changed while read")
+	}
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), name)
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("changed while read")
 	}
 	if sum, ok := cache.Lookup(fi); ok {
 		return sum[:], nil

@@ -50,21 +50,6 @@ type hostScan struct {
 	changed bool        // a directory was read again
 }
 
-// restrictedPaths returns every restricted path under dirs (absolute host
-// paths), using and refreshing the cache file.
-func restrictedPaths(dirs []string, cacheFile string) ([]string, error) {
-	s, out, err := scanHost(dirs, cacheFile)
-	if err != nil {
-		return nil, err
-	}
-	if s.changed || len(s.now) != len(s.old) {
-		if err := s.save(cacheFile); err != nil {
-			return nil, err
-		}
-	}
-	return out, nil
-}
-
 // scanHost walks dirs and returns the scan (to be saved by the caller) and
 // every restricted path, sorted.
 func scanHost(dirs []string, cacheFile string) (*hostScan, []string, error) {

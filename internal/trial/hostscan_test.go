@@ -57,3 +57,18 @@ func TestRestrictedPaths(t *testing.T) {
 		t.Fatalf("with a garbage cache: %v, want %v", got, want)
 	}
 }
+
+// restrictedPaths is scanHost with its cache saved: what a trial does in
+// prepare and digest together, for the tests of the scan alone.
+func restrictedPaths(dirs []string, cacheFile string) ([]string, error) {
+	s, out, err := scanHost(dirs, cacheFile)
+	if err != nil {
+		return nil, err
+	}
+	if s.changed || len(s.now) != len(s.old) {
+		if err := s.save(cacheFile); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}

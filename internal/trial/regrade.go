@@ -91,40 +91,42 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 	return v, err
 }
 
-// regrade judges the changeset against a pristine layout and grades it.
+// regrade judges the changeset and grades it, as a trial does after freeze.
 func (r *runner) regrade(ctx context.Context, archive string, cs *workspace.Changeset) error {
-	t := r.o.Task
 	if err := cleanStaleScratch(r.o.ScratchDir); err != nil {
 		return err
 	}
-	s, err := newScratch(r.o.ScratchDir, "pristine", 16)
-	if err != nil {
-		return err
-	}
-	defer s.close()
-	l, err := buildLayout(s, r.env, t.Environment.Workdir, r.ws, r.hostMasks)
-	if err != nil {
-		return err
-	}
-	keep, err := r.judge(l, cs)
-	if err != nil {
-		return err
-	}
-	return r.gradePhase(ctx, archive, cs, keep)
+	return r.gradePhase(ctx, archive, cs)
 }
 
 // OpenRegularFile opens path for reading only if it is a regular file itself:
 // not a symlink (to a file elsewhere, or /dev/zero), not a fifo (which would
 // block), not a device.
 func OpenRegularFile(path string) (*os.File, error) {
-	fd, err := unix.Open(path, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return nil, fmt.Errorf("%s: a symlink: refused", path)
-		}
+	f, err := openRegularAt(unix.AT_FDCWD, path)
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return nil, fmt.Errorf("%s: a symlink: refused", path)
+	case errors.Is(err, errNotRegular):
+		return nil, fmt.Errorf("%s: %w", path, err)
+	case err != nil:
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	f := os.NewFile(uintptr(fd), path)
+	return f, nil
+}
+
+// errNotRegular means a file opened by openRegularAt was not a regular file.
+var errNotRegular = errors.New("not a regular file")
+
+// openRegularAt opens name in dirfd for reading without following a symlink
+// at its end or blocking on a fifo, and keeps it only if it is a regular
+// file (errNotRegular otherwise).
+func openRegularAt(dirfd int, name string) (*os.File, error) {
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, err
+	}
+	f := os.NewFile(uintptr(fd), name)
 	fi, err := f.Stat()
 	if err != nil {
 		f.Close()
@@ -132,7 +134,7 @@ func OpenRegularFile(path string) (*os.File, error) {
 	}
 	if !fi.Mode().IsRegular() {
 		f.Close()
-		return nil, fmt.Errorf("%s: not a regular file", path)
+		return nil, errNotRegular
 	}
 	return f, nil
 }

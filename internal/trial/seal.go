@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -118,11 +117,11 @@ func copyFile(src, dst string) error {
 	return out.Close()
 }
 
-// detail builds an event's detail from key, value pairs.
+// detail builds an event's detail from key, value pairs (keys are strings).
 func detail(kv ...any) map[string]any {
 	m := map[string]any{}
 	for i := 0; i+1 < len(kv); i += 2 {
-		m[strings.TrimSpace(fmt.Sprint(kv[i]))] = kv[i+1]
+		m[kv[i].(string)] = kv[i+1]
 	}
 	return m
 }

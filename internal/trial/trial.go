@@ -246,10 +246,6 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	keep, err := r.judge(agentLayout, cs)
-	if err != nil {
-		return err
-	}
 	if err := agentScratch.close(); err != nil {
 		return err
 	}
@@ -257,7 +253,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.v.TimingsMS["freeze"] = time.Since(freezeStart).Milliseconds()
 
 	// Grading, in a sandbox made afresh.
-	return r.gradePhase(ctx, archivePath, cs, keep)
+	return r.gradePhase(ctx, archivePath, cs)
 }
 
 // judge applies the task's policy to the changeset, with l's lowers as the
@@ -474,9 +470,11 @@ func (r *runner) freeze(l *layout, archivePath string) (*workspace.Changeset, er
 	return cs, nil
 }
 
-// gradePhase runs the task's tests in a fresh sandbox: the pristine layers,
-// plus the permitted changes, the tests read-only, an empty results dir.
-func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspace.Changeset, keep map[string]bool) error {
+// gradePhase judges the changeset and runs the task's tests in a fresh
+// sandbox: the pristine layers (whose lowers the policy looks things up
+// in), plus the permitted changes, the tests read-only, an empty results
+// dir.
+func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspace.Changeset) error {
 	t := r.o.Task
 	s, err := newScratch(r.o.ScratchDir, "grader", t.Environment.StorageMB)
 	if err != nil {
@@ -484,6 +482,10 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	}
 	defer s.close()
 	l, err := buildLayout(s, r.env, t.Environment.Workdir, r.ws, r.hostMasks)
+	if err != nil {
+		return err
+	}
+	keep, err := r.judge(l, cs)
 	if err != nil {
 		return err
 	}

@@ -268,11 +268,7 @@ protected = [%s]
 	must(os.WriteFile(filepath.Join(dir, "instruction.md"), []byte("Do the thing.\n"), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "tests", "test.sh"), []byte("#!/bin/sh\n"+s.test+"\n"), 0o755))
 	// The sandbox's unprivileged ids must be able to read the task.
-	// Never the temp root itself: it must stay 1777.
-	tmp := filepath.Clean(os.TempDir())
-	for p := dir; strings.HasPrefix(p, tmp+"/"); p = filepath.Dir(p) {
-		must(os.Chmod(p, 0o755))
-	}
+	openUp(t, dir)
 	tk, err := task.Load(dir)
 	must(err)
 	return tk
@@ -412,13 +408,20 @@ func TestStaleScratchIsCleaned(t *testing.T) {
 // worldReadable is a temp dir the sandbox's ids may enter.
 func worldReadable(t *testing.T) string {
 	d := t.TempDir()
+	openUp(t, d)
+	return d
+}
+
+// openUp makes dir and its parents up to the temp root (never the root
+// itself: it must stay 1777) enterable by the sandbox's unprivileged ids.
+func openUp(t *testing.T, dir string) {
+	t.Helper()
 	tmp := filepath.Clean(os.TempDir())
-	for p := d; strings.HasPrefix(p, tmp+"/"); p = filepath.Dir(p) {
+	for p := dir; strings.HasPrefix(p, tmp+"/"); p = filepath.Dir(p) {
 		if err := os.Chmod(p, 0o755); err != nil {
 			t.Fatal(err)
 		}
 	}
-	return d
 }
 
 // A task with its own root filesystem (a directory, here a busybox tree):

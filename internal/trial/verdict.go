@@ -69,8 +69,7 @@ type Verdict struct {
 	// files to mask), layout (the agent's scratch tmpfs and layer directories;
 	// the overlays themselves are mounted as the agent's sandbox starts),
 	// digest (of every input, beside the agent
-	// phase), freeze (reading the changeset and deciding what is carried)
-	// and total. The phases' own times are in Phases.
+	// phase), freeze (reading the changeset) and total. The phases' own times are in Phases.
 	TimingsMS map[string]int64 `json:"timings_ms"`
 }
 
