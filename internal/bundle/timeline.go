@@ -152,3 +152,13 @@ func checkChain(events []Event) *VerifyError {
 	}
 	return nil
 }
+
+// CheckTimeline checks that events form one unbroken chain from Genesis:
+// numbered 0, 1, 2, …, each linked to the one before and hashing to its own
+// Hash. It checks links only, not kinds, times or details.
+func CheckTimeline(events []Event) error {
+	if err := checkChain(events); err != nil {
+		return err
+	}
+	return nil
+}
