@@ -63,7 +63,7 @@ func RunInit(args []string) int {
 	// What follows the spec on its pipe: the go-ahead after placement.
 	fromHost := io.MultiReader(dec.Buffered(), specFile)
 
-	path, code, err := setupInit(&spec)
+	path, code, h, err := setupInit(&spec)
 	if err != nil {
 		return fail(err)
 	}
@@ -91,7 +91,7 @@ func RunInit(args []string) int {
 		_ = out.Encode(status{Phase: "exited", ExitCode: code})
 		return 0
 	}
-	if err := release(pid, spec.PlaceCommand, out, fromHost); err != nil {
+	if err := release(pid, spec.PlaceCommand, &h, out, fromHost); err != nil {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 		return fail(err)
 	}
@@ -106,9 +106,10 @@ func RunInit(args []string) int {
 }
 
 // release waits for the command's exec stop, makes init deaf to signals,
-// has the host place the command in its cgroup if place is set, reports the
-// start and lets the command run.
-func release(pid int, place bool, out *json.Encoder, fromHost io.Reader) error {
+// waits for the host if it has something to do first (place the command in
+// its cgroup, take the listeners), reports the start and lets the command
+// run.
+func release(pid int, place bool, h *handoff, out *json.Encoder, fromHost io.Reader) error {
 	var ws syscall.WaitStatus
 	for {
 		_, err := syscall.Wait4(pid, &ws, syscall.WALL, nil)
@@ -124,14 +125,19 @@ func release(pid int, place bool, out *json.Encoder, fromHost io.Reader) error {
 		return &SetupError{Step: "waiting for the command to start", Err: fmt.Errorf("unexpected wait status %#x", ws)}
 	}
 	ignoreSignals()
-	if place {
-		if err := out.Encode(status{Phase: "placing"}); err != nil {
+	if place || h.any() {
+		msg := status{Phase: "placing", ListenFDs: h.listen, NotifyFD: h.notify}
+		if err := out.Encode(msg); err != nil {
 			return &SetupError{Step: "asking the host to place the command", Err: err}
 		}
 		var b [2]byte // the newline ending the spec, then the go-ahead
 		if _, err := io.ReadFull(fromHost, b[:]); err != nil || b[1] != goAhead {
-			return &SetupError{Step: "waiting for the command's cgroup", Err: fmt.Errorf("no go-ahead from the host (%v)", err)}
+			return &SetupError{Step: "waiting for the host", Err: fmt.Errorf("no go-ahead from the host (%v)", err)}
 		}
+		// The host holds its copies now. Init's must go: the seccomp
+		// listener fails closed (notified calls get ENOSYS) only once
+		// every copy of it is closed.
+		h.close()
 	}
 	if err := out.Encode(status{Phase: "started"}); err != nil {
 		return &SetupError{Step: "reporting the start", Err: err}
@@ -222,10 +228,36 @@ func parseInitArgs(args []string) (specFD, statusFD int, err error) {
 	return specFD, statusFD, nil
 }
 
+// handoff is what init hands the host by descriptor number: listeners and
+// the seccomp listener (-1 when none).
+type handoff struct {
+	listen     []int
+	notify     int
+	notifyFile *os.File // kept referenced: its finalizer would close notify
+}
+
+func (h *handoff) any() bool { return len(h.listen) > 0 || h.notify >= 0 }
+
+// close closes init's copies once the host has taken its own.
+func (h *handoff) close() {
+	for _, fd := range h.listen {
+		unix.Close(fd)
+	}
+	if h.notifyFile != nil {
+		h.notifyFile.Close()
+	}
+}
+
 // setupInit applies every isolation step in order. It returns the resolved
 // command path, or a non-zero shell-style exit code (127 not found, 126 not
-// executable) when the command cannot run.
-func setupInit(spec *initSpec) (string, int, error) {
+// executable) when the command cannot run, and what to hand the host.
+func setupInit(spec *initSpec) (string, int, handoff, error) {
+	h := handoff{notify: -1}
+	path, code, err := setupInitInner(spec, &h)
+	return path, code, h, err
+}
+
+func setupInitInner(spec *initSpec, h *handoff) (string, int, error) {
 	b := &rootBuilder{spec: spec}
 	if err := b.build(); err != nil {
 		return "", 0, err
@@ -236,6 +268,11 @@ func setupInit(spec *initSpec) (string, int, error) {
 	if err := loopbackUp(); err != nil {
 		return "", 0, &SetupError{Step: "bringing up lo", Err: err}
 	}
+	fds, err := listenInside(spec.Listen)
+	if err != nil {
+		return "", 0, err
+	}
+	h.listen = fds
 	if err := unix.Setrlimit(unix.RLIMIT_CORE, &unix.Rlimit{}); err != nil {
 		return "", 0, &SetupError{Step: "setting RLIMIT_CORE", Err: err}
 	}
@@ -270,6 +307,29 @@ func setupInit(spec *initSpec) (string, int, error) {
 		if err := seccomp.Install(prog); err != nil {
 			return "", 0, &SetupError{Step: "installing the no-attach filter", Err: err}
 		}
+	}
+	if spec.WatchNet {
+		// Last, so the filters that refuse run first; this one only
+		// records (seccomp takes the strictest answer of all filters).
+		prog, err := seccomp.NotifyProgram()
+		if err != nil {
+			return "", 0, &SetupError{Step: "building the network-watch filter", Err: err}
+		}
+		f, err := seccomp.InstallNotify(prog)
+		if err != nil {
+			return "", 0, &SetupError{Step: "installing the network-watch filter", Err: err}
+		}
+		// The number without f.Fd(), which would make the open file (shared
+		// with the host's copy) blocking, and so unpollable for the watch.
+		rc, err := f.SyscallConn()
+		if err == nil {
+			err = rc.Control(func(fd uintptr) { h.notify = int(fd) })
+		}
+		if err != nil {
+			f.Close()
+			return "", 0, &SetupError{Step: "installing the network-watch filter", Err: err}
+		}
+		h.notifyFile = f // closed once the host holds its copy
 	}
 	switch code {
 	case 127:

@@ -111,6 +111,16 @@ func (b *rootBuilder) build() error {
 				Hint: "the destination must exist in the root, or lie under /tmp or a --tmpfs"}
 		}
 	}
+	for _, t := range b.spec.Trees {
+		fd, err := t.Src.mount()
+		if err == nil {
+			err = b.attachAt(fd, t.Dst, t.Src.IsFile)
+			unix.Close(fd)
+		}
+		if err != nil {
+			return &SetupError{Step: "attaching " + t.Src.Path + " at " + t.Dst, Err: err}
+		}
+	}
 	for _, m := range b.spec.Masks {
 		if err := b.mask(m); err != nil {
 			return err

@@ -19,7 +19,12 @@ package sandbox
 //	    |                                              |  fork+exec the command: it stops
 //	    |                                              |  at exec (ptrace); init ignores
 //	    |                                              |  every signal it can
+//	    |                                              |  (listeners on lo, notify filter:
+//	    |                                              |  their fd numbers go in the next
+//	    |                                              |  message)
 //	    |<------------------- {"phase":"placing"} -----|  (limits only)
+//	    |   pidfd_getfd the listeners and the seccomp  |
+//	    |   listener; start serving and watching       |
 //	    |   find init's only child, put it in the      |
 //	    |   cgroup                                     |
 //	    |-- go-ahead byte on the spec pipe ----------->|
@@ -60,6 +65,13 @@ type initSpec struct {
 	// Root is empty.
 	RootMount *source `json:"root_mount,omitempty"`
 	NoAttach  bool    `json:"no_attach"` // stack seccomp.NoAttachProgram
+	// Trees are detached mounts the caller made, attached after the binds.
+	Trees []bindMount `json:"trees,omitempty"`
+	// Listen are loopback TCP addresses init listens on; WatchNet stacks
+	// the notifying filter. Init reports the descriptors in its first
+	// message and the host takes them with pidfd_getfd.
+	Listen   []string `json:"listen,omitempty"`
+	WatchNet bool     `json:"watch_net,omitempty"`
 	// PlaceCommand holds the command at its exec stop until the host has
 	// placed it in the run's cgroup (set when there are limits).
 	PlaceCommand bool       `json:"place_command"`
@@ -114,4 +126,9 @@ type status struct {
 	UserUS   int64  `json:"user_us"`
 	SysUS    int64  `json:"sys_us"`
 	MaxRSSKB int64  `json:"max_rss_kb"`
+	// In the first message ("placing" or "started"): init's descriptors
+	// of the listeners (in Listen's order) and of the seccomp listener
+	// (-1 without WatchNet), for the host to take with pidfd_getfd.
+	ListenFDs []int `json:"listen_fds,omitempty"`
+	NotifyFD  int   `json:"notify_fd,omitempty"`
 }

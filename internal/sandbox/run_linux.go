@@ -54,6 +54,8 @@ func (s *Spec) initSpec() (*initSpec, error) {
 		Hostname: s.Hostname,
 		Args:     s.Args,
 		NoAttach: s.NoAttach,
+		Listen:   slices.Clone(s.Listen),
+		WatchNet: s.WatchNet != nil,
 		Env:      append([]string{"PATH=" + DefaultPath, "HOME=/root"}, s.Env...),
 	}
 	if is.Workdir == "" {
@@ -195,17 +197,8 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 
 	msgs := bufio.NewScanner(statusR)
 	msgs.Buffer(make([]byte, 64<<10), 1<<20)
-	first, err := readStatus(msgs)
-	if err == nil && first.Phase == "placing" && cg != nil {
-		if err := placeCommand(p.pid, cg); err != nil {
-			return nil, err
-		}
-		if _, err := specW.Write([]byte{goAhead}); err != nil {
-			return nil, &SetupError{Step: "releasing the command", Err: err}
-		}
-		first, err = readStatus(msgs)
-	}
-	if err != nil {
+	// setupErr explains why init's word did not come.
+	setupErr := func(err error) error {
 		switch {
 		case timedOut.Load():
 			err = fmt.Errorf("the %v deadline passed before the command started", spec.Limits.Timeout)
@@ -216,14 +209,53 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 				err = serr
 			}
 		}
-		return nil, &SetupError{Step: "setting up the sandbox", Err: err}
+		return &SetupError{Step: "setting up the sandbox", Err: err}
+	}
+	first, err := readStatus(msgs)
+	if err != nil {
+		return nil, setupErr(err)
 	}
 	switch first.Phase {
 	case "error":
 		return nil, &SetupError{Step: first.Step, Err: errors.New(first.Error), Hint: first.Hint}
 	case "started", "exited":
+	case "placing":
+		if cg == nil && len(spec.Listen) == 0 && spec.WatchNet == nil {
+			return nil, &SetupError{Step: "setting up the sandbox", Err: fmt.Errorf("%w: init waits for the host with nothing to do", ErrInitProtocol)}
+		}
 	default:
 		return nil, &SetupError{Step: "setting up the sandbox", Err: fmt.Errorf("%w: unexpected phase %q", ErrInitProtocol, first.Phase)}
+	}
+	if first.Phase == "placing" && (len(spec.Listen) > 0 || spec.WatchNet != nil) {
+		stop, herr := takeHandoff(p, spec, first)
+		if herr != nil {
+			return nil, herr
+		}
+		defer func() {
+			if werr := stop(); werr != nil && err == nil {
+				res, err = nil, &SetupError{Step: "watching the network", Err: werr}
+			}
+		}()
+	}
+	if first.Phase == "placing" {
+		if cg != nil {
+			if err := placeCommand(p.pid, cg); err != nil {
+				return nil, err
+			}
+		}
+		if _, err := specW.Write([]byte{goAhead}); err != nil {
+			return nil, &SetupError{Step: "releasing the command", Err: err}
+		}
+		if first, err = readStatus(msgs); err != nil {
+			return nil, setupErr(err)
+		}
+		switch first.Phase {
+		case "error":
+			return nil, &SetupError{Step: first.Step, Err: errors.New(first.Error), Hint: first.Hint}
+		case "started", "exited":
+		default:
+			return nil, &SetupError{Step: "setting up the sandbox", Err: fmt.Errorf("%w: unexpected phase %q after placing", ErrInitProtocol, first.Phase)}
+		}
 	}
 	setupDone = true
 

@@ -91,6 +91,21 @@ func collectSources(s *Spec, is *initSpec) (files []*os.File, err error) {
 			is.Binds = append(is.Binds, bindMount{Dst: o.Dst, Src: *src})
 		}
 	}
+
+	for _, t := range s.Trees {
+		fd, err := unix.FcntlInt(t.Mount.Fd(), unix.F_DUPFD_CLOEXEC, 0)
+		if err != nil {
+			return nil, &SetupError{Step: "taking the mount for " + t.Dst, Err: err}
+		}
+		var st unix.Stat_t
+		if err := unix.Fstat(fd, &st); err != nil {
+			unix.Close(fd)
+			return nil, &SetupError{Step: "taking the mount for " + t.Dst, Err: err}
+		}
+		src := &source{Path: "tree:" + t.Dst, FD: firstSourceFD + len(files), IsFile: st.Mode&unix.S_IFMT != unix.S_IFDIR}
+		files = append(files, os.NewFile(uintptr(fd), src.Path))
+		is.Trees = append(is.Trees, bindMount{Dst: t.Dst, Src: *src})
+	}
 	return files, nil
 }
 

@@ -3,11 +3,15 @@ package sandbox
 import (
 	"fmt"
 	"io"
+	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/proctor-sandbox/proctor/internal/seccomp"
 )
 
 // RootfsHost selects a read-only view of the host's system directories as the
@@ -56,6 +60,16 @@ type Overlay struct {
 	Work  string
 }
 
+// Tree is a detached mount the caller made (open_tree or fsmount), attached
+// at Dst inside after the binds and overlays and before the masks. Dst must
+// exist in the root unless it lies under /tmp or a tmpfs (a missing mount
+// point is created like a bind's). Run duplicates Mount; the caller keeps
+// and closes its own descriptor. Trees need root.
+type Tree struct {
+	Dst   string
+	Mount *os.File
+}
+
 // Limits bound what the tree may consume. Zero means no limit.
 type Limits struct {
 	MemoryBytes int64
@@ -84,6 +98,27 @@ type Spec struct {
 	// (tracing a child that asks for it still works). For a grader, whose
 	// tests run code that must not reach the verifier.
 	NoAttach bool
+
+	// Trees are detached mounts to attach (see Tree).
+	Trees []Tree
+
+	// Listen are TCP addresses on the sandbox's own loopback ("127.0.0.1:3128",
+	// "[::1]:80") that exist, listening, before the command starts. Serve is
+	// called with them, in order, on the host side before the command runs
+	// (with limits) or as it starts (without): connections made early wait in
+	// the backlog. The listeners belong to the caller from then on; the
+	// connections accepted on them are the sandbox's, so whatever serves them
+	// runs on the host with the host's network.
+	Listen []string
+	Serve  func([]net.Listener)
+
+	// WatchNet, when set, is told of every connect, sendto with an address,
+	// sendmsg and sendmmsg the command's tree makes (seccomp user
+	// notification). It only records: each call goes on unchanged, whatever
+	// WatchNet does, so the network namespace stays what enforces. Run
+	// returns only after the last call to WatchNet has returned. WatchNet
+	// must be quick: the caller waits while it runs.
+	WatchNet func(seccomp.Attempt)
 
 	// AllowDegraded lets a run go on when a resource limit cannot be applied on
 	// this host; each one missing is named in Result.Degraded. Namespaces,
@@ -186,6 +221,29 @@ func (s *Spec) validate() error {
 			return &SpecError{Field: "bind/tmpfs", Value: d, Err: fmt.Errorf("two mounts on one destination")}
 		}
 		seen[c] = true
+	}
+	for _, t := range s.Trees {
+		if err := checkInsidePath(t.Dst); err != nil {
+			return &SpecError{Field: "tree", Value: t.Dst, Err: err}
+		}
+		if t.Mount == nil {
+			return &SpecError{Field: "tree", Value: t.Dst, Err: fmt.Errorf("no mount descriptor")}
+		}
+		if os.Geteuid() != 0 {
+			return &SpecError{Field: "tree", Value: t.Dst, Err: fmt.Errorf("attaching detached mounts needs root")}
+		}
+	}
+	for _, a := range s.Listen {
+		ap, err := netip.ParseAddrPort(a)
+		if err != nil {
+			return &SpecError{Field: "listen", Value: a, Err: fmt.Errorf("want IP:PORT: %v", err)}
+		}
+		if !ap.Addr().IsLoopback() || ap.Port() == 0 {
+			return &SpecError{Field: "listen", Value: a, Err: fmt.Errorf("must be a loopback address with a port")}
+		}
+	}
+	if len(s.Listen) > 0 && s.Serve == nil {
+		return &SpecError{Field: "listen", Err: fmt.Errorf("addresses given but nothing to serve them")}
 	}
 	for _, m := range s.Masks {
 		if err := checkInsidePath(m); err != nil {

@@ -1,0 +1,154 @@
+package sandbox
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/proctor-sandbox/proctor/internal/seccomp"
+)
+
+// takeHandoff takes init's listeners and seccomp listener (named in its
+// first message) with pidfd_getfd, hands the listeners to spec.Serve and
+// starts watching the notifications. stop ends the watch, waits for its
+// last record and returns the watch's error, if it ended on one; Run calls
+// it once the tree is gone.
+func takeHandoff(p *initProcess, spec *Spec, first *status) (stop func() error, err error) {
+	if len(first.ListenFDs) != len(spec.Listen) {
+		return nil, &SetupError{Step: "taking the sandbox's listeners", Err: fmt.Errorf("%w: init reports %d listeners, want %d", ErrInitProtocol, len(first.ListenFDs), len(spec.Listen))}
+	}
+	var ls []net.Listener
+	closeListeners := func() {
+		for _, l := range ls {
+			l.Close()
+		}
+	}
+	for i, n := range first.ListenFDs {
+		fd, err := p.getfd(n)
+		if err != nil {
+			closeListeners()
+			return nil, &SetupError{Step: "taking the listener on " + spec.Listen[i], Err: err}
+		}
+		f := os.NewFile(uintptr(fd), "listener "+spec.Listen[i])
+		l, err := net.FileListener(f)
+		f.Close()
+		if err != nil {
+			closeListeners()
+			return nil, &SetupError{Step: "taking the listener on " + spec.Listen[i], Err: err}
+		}
+		ls = append(ls, l)
+	}
+	var watch *os.File
+	if spec.WatchNet != nil {
+		fd, err := p.getfd(first.NotifyFD)
+		if err != nil {
+			closeListeners()
+			return nil, &SetupError{Step: "taking the seccomp listener", Err: err}
+		}
+		if watch, err = seccomp.ListenerFile(fd); err != nil { // closes fd on error
+			closeListeners()
+			return nil, &SetupError{Step: "taking the seccomp listener", Err: err}
+		}
+	}
+	if len(ls) > 0 {
+		spec.Serve(ls)
+	}
+	if watch == nil {
+		return func() error { return nil }, nil
+	}
+	// If the watch ends early on an error, the listener is closed: with
+	// init's copy gone too, every later notified call fails (ENOSYS)
+	// rather than going unrecorded, and Run reports the error.
+	var watchErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := seccomp.Watch(watch, spec.WatchNet); err != nil && !errors.Is(err, os.ErrClosed) {
+			watchErr = err
+			watch.Close()
+		}
+	}()
+	var once sync.Once
+	return func() error {
+		once.Do(func() {
+			watch.Close()
+			<-done
+		})
+		return watchErr
+	}, nil
+}
+
+// getfd duplicates init's descriptor n into this process (close-on-exec).
+func (p *initProcess) getfd(n int) (int, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.reaped {
+		return -1, fmt.Errorf("init is gone")
+	}
+	if p.pidfd < 0 {
+		return -1, fmt.Errorf("this kernel has no pidfd_open, needed to take descriptors from the sandbox")
+	}
+	fd, err := unix.PidfdGetfd(p.pidfd, n, 0)
+	if err != nil {
+		return -1, fmt.Errorf("pidfd_getfd(%d): %w", n, err)
+	}
+	return fd, nil
+}
+
+// listenInside creates the listeners of addrs in the sandbox's network
+// namespace (init, after lo is up) and returns their descriptors,
+// close-on-exec so the command never holds them.
+func listenInside(addrs []string) ([]int, error) {
+	var fds []int
+	for _, a := range addrs {
+		fd, err := listenTCP(a)
+		if err != nil {
+			for _, f := range fds {
+				unix.Close(f)
+			}
+			return nil, &SetupError{Step: "listening on " + a, Err: err}
+		}
+		fds = append(fds, fd)
+	}
+	return fds, nil
+}
+
+func listenTCP(addr string) (int, error) {
+	ta, err := net.ResolveTCPAddr("tcp", addr) // a literal: validated by Spec
+	if err != nil {
+		return -1, err
+	}
+	var sa unix.Sockaddr
+	family := unix.AF_INET
+	if ip4 := ta.IP.To4(); ip4 != nil {
+		sa4 := &unix.SockaddrInet4{Port: ta.Port}
+		copy(sa4.Addr[:], ip4)
+		sa = sa4
+	} else {
+		family = unix.AF_INET6
+		sa6 := &unix.SockaddrInet6{Port: ta.Port}
+		copy(sa6.Addr[:], ta.IP.To16())
+		sa = sa6
+	}
+	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err := unix.Bind(fd, sa); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err := unix.Listen(fd, unix.SOMAXCONN); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}

@@ -1,0 +1,199 @@
+package sandbox
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/proctor-sandbox/proctor/internal/seccomp"
+)
+
+func init() {
+	attacks["dial"] = attackDial
+	attacks["cat"] = func(args []string) error {
+		for _, p := range args {
+			b, err := os.ReadFile(p)
+			fmt.Printf("%s %q %s\n", p, b, errnoName(err))
+		}
+		return nil
+	}
+}
+
+// attackDial: args are TCP addresses; for each, whether it connected and
+// the first line the other end sent.
+func attackDial(args []string) error {
+	for _, addr := range args {
+		c, err := net.DialTimeout("tcp", addr, 2*time.Second)
+		if err != nil {
+			fmt.Printf("%s %s\n", addr, dialResult(err))
+			continue
+		}
+		_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+		line, _ := bufio.NewReader(c).ReadString('\n')
+		c.Close()
+		fmt.Printf("%s connected %q\n", addr, strings.TrimSpace(line))
+	}
+	return nil
+}
+
+// The sandbox's listeners live in its own network namespace and are served
+// by the host: the command reaches them at their loopback address, the
+// host's own loopback does not.
+func TestListenServe(t *testing.T) {
+	requireRoot(t)
+	var accepted atomic.Int64
+	var wg sync.WaitGroup
+	var served []net.Listener
+	spec := attackSpec(t, "dial", "127.0.0.1:3128", "127.0.0.1:4100", "127.0.0.1:4101")
+	spec.Listen = []string{"127.0.0.1:3128", "127.0.0.1:4100"}
+	spec.Serve = func(ls []net.Listener) {
+		served = ls
+		for i, l := range ls {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					accepted.Add(1)
+					fmt.Fprintf(c, "served by the host on listener %d\n", i)
+					c.Close()
+				}
+			}()
+		}
+	}
+	// Something on the host's own 127.0.0.1:3128 must not be what answers.
+	if hl, err := net.Listen("tcp", "127.0.0.1:3128"); err == nil {
+		defer hl.Close()
+		go func() {
+			for {
+				c, err := hl.Accept()
+				if err != nil {
+					return
+				}
+				fmt.Fprintln(c, "the host's loopback")
+				c.Close()
+			}
+		}()
+	}
+	res, out, errOut := runSpec(t, spec)
+	for _, l := range served {
+		l.Close()
+	}
+	wg.Wait()
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s %s", res.ExitCode, out, errOut)
+	}
+	want := []string{
+		`127.0.0.1:3128 connected "served by the host on listener 0"`,
+		`127.0.0.1:4100 connected "served by the host on listener 1"`,
+		`127.0.0.1:4101 refused:ECONNREFUSED`,
+	}
+	got := strings.Split(strings.TrimSpace(out), "\n")
+	if !slices.Equal(got, want) {
+		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if accepted.Load() != 2 || len(served) != 2 {
+		t.Errorf("%d connections on %d listeners, want 2 on 2", accepted.Load(), len(served))
+	}
+}
+
+// WatchNet hears every connect, wherever it goes, and changes none: the one
+// to the served listener still connects, the one outward still fails.
+func TestWatchNet(t *testing.T) {
+	requireRoot(t)
+	var mu sync.Mutex
+	var seen []seccomp.Attempt
+	spec := attackSpec(t, "dial", "127.0.0.1:3128", "192.0.2.1:80")
+	spec.Listen = []string{"127.0.0.1:3128"}
+	var served net.Listener
+	spec.Serve = func(ls []net.Listener) {
+		served = ls[0]
+		go func() {
+			for {
+				c, err := served.Accept()
+				if err != nil {
+					return
+				}
+				fmt.Fprintln(c, "hi")
+				c.Close()
+			}
+		}()
+	}
+	spec.WatchNet = func(a seccomp.Attempt) {
+		mu.Lock()
+		seen = append(seen, a)
+		mu.Unlock()
+	}
+	res, out, errOut := runSpec(t, spec)
+	if served == nil {
+		t.Fatalf("Serve was never called: exit %d\n%s\n%s", res.ExitCode, out, errOut)
+	}
+	served.Close()
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s %s", res.ExitCode, out, errOut)
+	}
+	if !strings.Contains(out, `127.0.0.1:3128 connected "hi"`) || !strings.Contains(out, "192.0.2.1:80 refused:ENETUNREACH") {
+		t.Errorf("the watch changed an outcome:\n%s", out)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	got := map[string]bool{}
+	for _, a := range seen {
+		got[fmt.Sprintf("%s %s %s %d", a.Syscall, a.Family, a.Addr, a.Port)] = true
+		if a.PID <= 1 {
+			t.Errorf("attempt with pid %d", a.PID)
+		}
+	}
+	for _, w := range []string{"connect inet 127.0.0.1 3128", "connect inet 192.0.2.1 80"} {
+		if !got[w] {
+			t.Errorf("not recorded: %s (got %v)", w, got)
+		}
+	}
+}
+
+// A detached mount the caller made is attached where asked, read-only as
+// made, and the caller's descriptor stays the caller's.
+func TestTrees(t *testing.T) {
+	requireRoot(t)
+	dir := worldReadableDir(t)
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("tree content"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := os.NewFile(uintptr(fd), "tree")
+	defer m.Close()
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_RDONLY}); err != nil {
+		t.Fatal(err)
+	}
+	spec := attackSpec(t, "cat", "/tmp/tree/f")
+	spec.Trees = []Tree{{Dst: "/tmp/tree", Mount: m}}
+	_, out, _ := runSpec(t, spec)
+	if strings.TrimSpace(out) != `/tmp/tree/f "tree content" ok` {
+		t.Errorf("got %q", out)
+	}
+	// Run took a copy: the caller's descriptor is still good.
+	var st unix.Stat_t
+	if err := unix.Fstat(int(m.Fd()), &st); err != nil {
+		t.Errorf("the caller's descriptor: %v", err)
+	}
+	spec.Trees = []Tree{{Dst: "/tmp/tree"}}
+	if _, err := Run(t.Context(), spec); err == nil || !strings.Contains(err.Error(), "no mount descriptor") {
+		t.Errorf("a tree without a descriptor: %v", err)
+	}
+}
