@@ -111,6 +111,14 @@ func (b *rootBuilder) build() error {
 				Hint: "the destination must exist in the root, or lie under /tmp or a --tmpfs"}
 		}
 	}
+	for _, m := range b.spec.Masks {
+		if err := b.mask(m); err != nil {
+			return err
+		}
+	}
+	// Trees go on top of the masks: a tree over a masked path (the trial's
+	// trap) hides nothing by itself; if it were ever taken away, the mask
+	// would still be there.
 	for _, t := range b.spec.Trees {
 		fd, err := t.Src.mount()
 		if err == nil {
@@ -119,11 +127,6 @@ func (b *rootBuilder) build() error {
 		}
 		if err != nil {
 			return &SetupError{Step: "attaching " + t.Src.Path + " at " + t.Dst, Err: err}
-		}
-	}
-	for _, m := range b.spec.Masks {
-		if err := b.mask(m); err != nil {
-			return err
 		}
 	}
 	if err := b.hideProc(); err != nil {

@@ -61,7 +61,8 @@ type Overlay struct {
 }
 
 // Tree is a detached mount the caller made (open_tree or fsmount), attached
-// at Dst inside after the binds and overlays and before the masks. Dst must
+// at Dst inside after the binds, overlays and masks (on top of a mask at the
+// same path). Dst must
 // exist in the root unless it lies under /tmp or a tmpfs (a missing mount
 // point is created like a bind's). Run duplicates Mount; the caller keeps
 // and closes its own descriptor. Trees need root.
