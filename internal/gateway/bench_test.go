@@ -1,0 +1,42 @@
+package gateway
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"testing"
+)
+
+// BenchmarkRoundTrip compares a request through the gateway with the same
+// request sent to the upstream directly; the upstream echoes the body.
+func BenchmarkRoundTrip(b *testing.B) {
+	for _, size := range []struct {
+		name string
+		n    int
+	}{{"small", 200}, {"1MiB", 1 << 20}} {
+		body := bytes.Repeat([]byte("x"), size.n)
+		hs := newHarness(b, config{path: "/v1"}, func(w http.ResponseWriter, r *http.Request) {
+			io.Copy(w, r.Body)
+		})
+		for _, via := range []struct{ name, url string }{
+			{"direct", hs.up.URL + "/v1/echo"},
+			{"gateway", hs.base + "/echo"},
+		} {
+			b.Run(size.name+"/"+via.name, func(b *testing.B) {
+				b.SetBytes(int64(2 * size.n))
+				b.ReportAllocs()
+				for b.Loop() {
+					resp, err := hs.client.Post(via.url, "application/octet-stream", bytes.NewReader(body))
+					if err != nil {
+						b.Fatal(err)
+					}
+					n, err := io.Copy(io.Discard, resp.Body)
+					resp.Body.Close()
+					if err != nil || n != int64(size.n) || resp.StatusCode != 200 {
+						b.Fatalf("status %d, %d bytes, %v", resp.StatusCode, n, err)
+					}
+				}
+			})
+		}
+	}
+}
