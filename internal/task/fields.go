@@ -1,6 +1,8 @@
 package task
 
 import (
+	"github.com/proctor-sandbox/proctor/internal/netpolicy"
+
 	"fmt"
 	"math"
 	"strconv"
@@ -248,39 +250,50 @@ func (t table) env(key string) (map[string]string, error) {
 }
 
 // network checks network_mode, allowed_hosts and, in [environment]
-// (baseline), allow_internet. Only no network is offered; every request for
-// more is ErrUnsupported rather than quietly denied.
-func (t table) network(baseline bool) (string, []string, error) {
+// (baseline), allow_internet. No network, or an allow-list when allowlist
+// is set (the agent's tables), is offered; public network is ErrUnsupported
+// rather than quietly denied. Each allowed host must parse as a
+// netpolicy.Rule. ok reports whether the table set network_mode at all.
+func (t table) network(baseline, allowlist bool) (mode string, hosts []string, ok bool, err error) {
 	if baseline {
 		if b, ok, err := t.boolean("allow_internet"); err != nil {
-			return "", nil, err
+			return "", nil, false, err
 		} else if ok && b {
-			return "", nil, t.errorf("allow_internet", ErrUnsupported,
-				"network access is not supported yet (a later release); remove it or set network_mode = %q", NetworkNone)
+			return "", nil, false, t.errorf("allow_internet", ErrUnsupported,
+				"open network access is not offered; set network_mode = %q with allowed_hosts, or %q", NetworkAllowlist, NetworkNone)
 		}
 	}
-	mode, ok, err := t.str("network_mode")
+	mode, ok, err = t.str("network_mode")
 	if err != nil {
-		return "", nil, err
+		return "", nil, false, err
 	}
 	switch {
 	case !ok || mode == NetworkNone:
 		mode = NetworkNone
+	case mode == NetworkAllowlist && allowlist:
 	case mode == NetworkAllowlist:
-		return "", nil, t.errorf("network_mode", ErrUnsupported, "allow-list egress is not supported yet (a later release)")
+		return "", nil, false, t.errorf("network_mode", ErrUnsupported, "the grader never has network (want %q)", NetworkNone)
 	case mode == "public":
-		return "", nil, t.errorf("network_mode", ErrUnsupported, "public network access is not supported yet (a later release) (want %q)", NetworkNone)
+		return "", nil, false, t.errorf("network_mode", ErrUnsupported, "open network access is not offered (want %q or %q)", NetworkNone, NetworkAllowlist)
 	default:
-		return "", nil, t.errorf("network_mode", ErrUnknownValue, "unknown value %q (want %q; %q is not supported yet)", mode, NetworkNone, NetworkAllowlist)
+		return "", nil, false, t.errorf("network_mode", ErrUnknownValue, "unknown value %q (want %q or %q)", mode, NetworkNone, NetworkAllowlist)
 	}
-	hosts, _, err := t.strings("allowed_hosts")
+	hosts, _, err = t.strings("allowed_hosts")
 	if err != nil {
-		return "", nil, err
+		return "", nil, false, err
 	}
-	if len(hosts) > 0 {
-		return "", nil, t.errorf("allowed_hosts", ErrUnsupported, "allow-list egress is not supported yet (a later release)")
+	if len(hosts) > 0 && mode != NetworkAllowlist {
+		return "", nil, false, t.errorf("allowed_hosts", ErrValue, "given, but network_mode is not %q", NetworkAllowlist)
 	}
-	return mode, nil, nil
+	for i, h := range hosts {
+		if _, err := netpolicy.ParseRule(h); err != nil {
+			return "", nil, false, t.errorf(fmt.Sprintf("allowed_hosts[%d]", i), ErrValue, "%v", err)
+		}
+	}
+	if len(hosts) == 0 {
+		hosts = nil
+	}
+	return mode, hosts, ok, nil
 }
 
 // quoteKey writes a TOML key as TOML would: bare when it can be.

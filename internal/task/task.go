@@ -23,7 +23,8 @@ const (
 	GradingState     = "state"     // grade the whole state of the sandbox
 )
 
-// Values of network_mode. Only NetworkNone is accepted for now; see Load.
+// Values of network_mode: no network, or egress through the allow-list
+// proxy (in [environment] and [agent]; the grader never has network).
 const (
 	NetworkNone      = "no-network"
 	NetworkAllowlist = "allowlist"
@@ -96,6 +97,19 @@ type Task struct {
 // AgentConfig is the [agent] table.
 type AgentConfig struct {
 	Timeout time.Duration // timeout_sec; DefaultAgentTimeout when unset
+	// NetworkMode and AllowedHosts override the environment's for the
+	// agent phase when network_mode is set here ("" when not).
+	NetworkMode  string
+	AllowedHosts []string
+}
+
+// AgentNetwork is the network of the agent phase: [agent]'s when it sets
+// network_mode, else [environment]'s.
+func (t *Task) AgentNetwork() (mode string, hosts []string) {
+	if t.Agent.NetworkMode != "" {
+		return t.Agent.NetworkMode, t.Agent.AllowedHosts
+	}
+	return t.Environment.NetworkMode, t.Environment.AllowedHosts
 }
 
 // VerifierConfig is the [verifier] table.
@@ -110,8 +124,8 @@ type EnvironmentConfig struct {
 	CPUs         float64           // cpus; DefaultCPUs when unset
 	MemoryMB     int64             // memory_mb, or the legacy memory = "2G"; DefaultMemoryMB when unset
 	StorageMB    int64             // storage_mb, or the legacy storage = "10G"; DefaultStorageMB when unset
-	NetworkMode  string            // always NetworkNone for now
-	AllowedHosts []string          // always empty for now (allow-lists are refused)
+	NetworkMode  string            // NetworkNone or NetworkAllowlist
+	AllowedHosts []string          // with NetworkAllowlist: netpolicy rules
 	Env          map[string]string // env, as written; never nil
 	DockerImage  string            // docker_image, "" when unset
 }
@@ -446,8 +460,12 @@ func (l *loader) agent(top table) (AgentConfig, error) {
 	if c.Timeout, err = tb.timeout("timeout_sec", DefaultAgentTimeout); err != nil {
 		return c, err
 	}
-	if _, _, err := tb.network(false); err != nil {
+	mode, hosts, set, err := tb.network(false, true)
+	if err != nil {
 		return c, err
+	}
+	if set {
+		c.NetworkMode, c.AllowedHosts = mode, hosts
 	}
 	return c, nil
 }
@@ -464,7 +482,7 @@ func (l *loader) verifier(top table) (VerifierConfig, error) {
 	if c.Env, err = tb.env("env"); err != nil {
 		return c, err
 	}
-	if _, _, err := tb.network(false); err != nil {
+	if _, _, _, err := tb.network(false, false); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -498,7 +516,7 @@ func (l *loader) environment(top table) (EnvironmentConfig, error) {
 	if c.StorageMB, err = tb.megabytes("storage_mb", "storage", DefaultStorageMB); err != nil {
 		return c, err
 	}
-	if c.NetworkMode, c.AllowedHosts, err = tb.network(true); err != nil {
+	if c.NetworkMode, c.AllowedHosts, _, err = tb.network(true, true); err != nil {
 		return c, err
 	}
 	if c.Env, err = tb.env("env"); err != nil {

@@ -385,13 +385,14 @@ func TestLoadErrors(t *testing.T) {
 		{name: "pass_threshold 1.5", extra: files{"task.toml": "[proctor]\npass_threshold = 1.5\n"}, field: "[proctor].pass_threshold", is: ErrValue},
 		{name: "pass_threshold nan", extra: files{"task.toml": "[proctor]\npass_threshold = nan\n"}, field: "[proctor].pass_threshold", is: ErrValue},
 
-		{name: "allowlist network", extra: files{"task.toml": "[environment]\nnetwork_mode = \"allowlist\"\n"}, field: "[environment].network_mode", is: ErrUnsupported, msg: "allow-list egress is not supported yet"},
+		{name: "allowlist bad host", extra: files{"task.toml": "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"x.org\", \"http://y.org/\"]\n"}, field: "[environment].allowed_hosts[1]", is: ErrValue},
+		{name: "allowlist bare star", extra: files{"task.toml": "[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"*\"]\n"}, field: "[agent].allowed_hosts[0]", is: ErrValue},
+		{name: "verifier allowlist", extra: files{"task.toml": "[verifier]\nnetwork_mode = \"allowlist\"\n"}, field: "[verifier].network_mode", is: ErrUnsupported, msg: "the grader never has network"},
 		{name: "public network", extra: files{"task.toml": "[environment]\nnetwork_mode = \"public\"\n"}, field: "[environment].network_mode", is: ErrUnsupported},
 		{name: "unknown network", extra: files{"task.toml": "[environment]\nnetwork_mode = \"host\"\n"}, field: "[environment].network_mode", is: ErrUnknownValue, msg: `"no-network"`},
-		{name: "allowed_hosts", extra: files{"task.toml": "[environment]\nallowed_hosts = [\"pypi.org\"]\n"}, field: "[environment].allowed_hosts", is: ErrUnsupported},
+		{name: "allowed_hosts without allowlist", extra: files{"task.toml": "[environment]\nallowed_hosts = [\"pypi.org\"]\n"}, field: "[environment].allowed_hosts", is: ErrValue},
 		{name: "allow_internet true", extra: files{"task.toml": "[environment]\nallow_internet = true\n"}, field: "[environment].allow_internet", is: ErrUnsupported},
 		{name: "verifier network override", extra: files{"task.toml": "[verifier]\nnetwork_mode = \"public\"\n"}, field: "[verifier].network_mode", is: ErrUnsupported},
-		{name: "agent allowlist override", extra: files{"task.toml": "[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"x.org\"]\n"}, field: "[agent].network_mode", is: ErrUnsupported},
 
 		{name: "workdir relative", extra: files{"task.toml": "[environment]\nworkdir = \"app\"\n"}, field: "[environment].workdir", is: ErrValue},
 		{name: "workdir root", extra: files{"task.toml": "[environment]\nworkdir = \"/\"\n"}, field: "[environment].workdir", is: ErrValue},
@@ -586,5 +587,24 @@ func TestProctorTableIsStrict(t *testing.T) {
 	_, err := Load(dir)
 	if err == nil || !strings.Contains(err.Error(), "[proctor].protect: unknown key") || !strings.Contains(err.Error(), "task.toml") {
 		t.Fatalf("Load: %v: want an unknown-key error naming task.toml and [proctor].protect", err)
+	}
+}
+
+// An allow-list in [environment] is the agent's, unless [agent] sets its own.
+func TestLoadAllowlist(t *testing.T) {
+	dir := newTask(t, files{"task.toml": "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\", \"*.github.com:443\"]\n"})
+	tk, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if mode, hosts := tk.AgentNetwork(); mode != NetworkAllowlist || !reflect.DeepEqual(hosts, []string{"pypi.org", "*.github.com:443"}) {
+		t.Errorf("agent network %q %q", mode, hosts)
+	}
+	dir = newTask(t, files{"task.toml": "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"pypi.org\"]\n[agent]\nnetwork_mode = \"no-network\"\n"})
+	if tk, err = Load(dir); err != nil {
+		t.Fatal(err)
+	}
+	if mode, hosts := tk.AgentNetwork(); mode != NetworkNone || len(hosts) != 0 {
+		t.Errorf("[agent] no-network did not override: %q %q", mode, hosts)
 	}
 }
