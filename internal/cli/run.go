@@ -141,13 +141,16 @@ func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		taskDir, agent, agentDir, out string
 		tf                            trialFlags
+		nf                            netFlags
 	)
 	c := &cobra.Command{
 		Use:   "run --task DIR --agent COMMAND --out DIR",
 		Short: "Run one agent on one task and grade it in a second sandbox",
 		Long: `Run COMMAND (with /bin/sh -c, in the task's workdir) as the agent in a
 sandbox over a copy-on-write view of the task's environment and workspace,
-with the instruction at /proctor/instruction.md and no network. When it ends,
+with the instruction at /proctor/instruction.md and no network (or, with an
+allow-list, only an egress proxy at 127.0.0.1:3128, and model gateways at
+127.0.0.1:4100 on). When it ends,
 its whole process tree is killed, its changes are read into a changeset, and
 the permitted part of them is graded by the task's tests/test.sh in a fresh
 sandbox. The verdict, the logs, the changeset, the instruction and the
@@ -172,6 +175,9 @@ for a wrong command line.`,
 			if err != nil {
 				return err
 			}
+			if err := nf.apply(&o); err != nil {
+				return err
+			}
 			o.Task, o.Agent, o.AgentDir, o.Out = t, agent, agentDir, out
 			v, err := trial.Run(c.Context(), o)
 			return reportTrial(stdout, v, err, out)
@@ -182,6 +188,7 @@ for a wrong command line.`,
 	c.Flags().StringVar(&agentDir, "agent-dir", "", "a directory mounted read-only at /agent")
 	c.Flags().StringVar(&out, "out", "", "the output directory (created; must be empty)")
 	tf.register(c)
+	nf.register(c)
 	return c
 }
 
@@ -197,6 +204,9 @@ func reportTrial(stdout io.Writer, v *trial.Verdict, err error, out string) erro
 	}
 	fmt.Fprintf(stdout, "%s %s: status %s, reward %g, %d violation(s), changeset %d file(s); verdict in %s\n",
 		word, v.Task.Name, v.Status, v.Reward, len(v.Violations), v.Changeset.Files, filepath.Join(out, trial.VerdictFile))
+	if line := auditLine(v); line != "" {
+		fmt.Fprintln(stdout, line)
+	}
 	if err != nil {
 		return err
 	}
@@ -207,3 +217,38 @@ func reportTrial(stdout io.Writer, v *trial.Verdict, err error, out string) erro
 }
 
 var errValidate = errors.New("task failed validation")
+
+// auditLine sums up, in one line, what the agent tried that the audit saw
+// and what its models cost; "" when there is nothing to say.
+func auditLine(v *trial.Verdict) string {
+	var parts []string
+	hidden, elsewhere := 0, 0
+	for k, n := range v.Audit.Counts {
+		switch {
+		case strings.HasPrefix(k, "hidden."):
+			hidden += n
+		case k == "net.attempt":
+			elsewhere += n
+		}
+	}
+	if hidden > 0 {
+		parts = append(parts, fmt.Sprintf("%d attempt(s) on hidden paths", hidden))
+	}
+	if elsewhere > 0 {
+		parts = append(parts, fmt.Sprintf("%d connect/send attempt(s) outside the sandbox's listeners", elsewhere))
+	}
+	if v.Network.Allowed+v.Network.Denied > 0 {
+		parts = append(parts, fmt.Sprintf("proxy allowed %d, denied %d", v.Network.Allowed, v.Network.Denied))
+	}
+	if m := v.Models; m != nil {
+		var in, out int64
+		for _, u := range m.Usage {
+			in, out = in+u.InputTokens, out+u.OutputTokens
+		}
+		parts = append(parts, fmt.Sprintf("%d model call(s), %d input and %d output tokens", m.Calls, in, out))
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return "audit: " + strings.Join(parts, "; ")
+}

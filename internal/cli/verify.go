@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/proctor-sandbox/proctor/internal/audit"
 	"github.com/proctor-sandbox/proctor/internal/bundle"
 	"github.com/proctor-sandbox/proctor/internal/trial"
 )
@@ -111,6 +113,25 @@ func verifyBundle(path, pubkey string, requireArtifacts bool) (*bundle.Payload, 
 	}
 	if err := timelineAgrees(p, &v); err != nil {
 		return nil, report, fail("payload.timeline", "%v", err)
+	}
+	// The audit log beside the bundle (checked against the manifest) is
+	// the timeline as it was written: event for event the same.
+	if slices.Contains(report.Checked, trial.AuditFile) {
+		evs, err := audit.ReadFile(filepath.Join(filepath.Dir(path), trial.AuditFile), bundle.MaxSize)
+		if err != nil {
+			return nil, report, fail(trial.AuditFile, "%v", err)
+		}
+		if len(evs) != len(p.Timeline) {
+			return nil, report, fail(trial.AuditFile, "%d events, the timeline has %d", len(evs), len(p.Timeline))
+		}
+		for i := range evs {
+			if evs[i].Hash != p.Timeline[i].Hash {
+				return nil, report, fail(trial.AuditFile, "event %d differs from the timeline's", i)
+			}
+		}
+	}
+	if v.Audit.Events != 0 && v.Audit.Events != len(p.Timeline) {
+		return nil, report, fail("payload.verdict.audit.events", "%d, the timeline has %d events", v.Audit.Events, len(p.Timeline))
 	}
 	// verdict.json beside the bundle is what people read: it must say what
 	// the signed verdict says.

@@ -7,12 +7,12 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/proctor-sandbox/proctor/internal/bundle"
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
+	"github.com/proctor-sandbox/proctor/internal/task"
 )
 
 // Files beside the verdict that the bundle binds.
@@ -23,7 +23,9 @@ const (
 
 // event records one step of the trial on its timeline, now.
 func (r *runner) event(kind string, detail map[string]any) {
-	r.timeline.Append(kind, detail, nowUTC())
+	if r.audit != nil {
+		r.audit.Append(kind, detail)
+	}
 }
 
 // seal writes OUT/bundle.json: the verdict, the timeline, the manifest of
@@ -35,6 +37,9 @@ func (r *runner) seal(key ed25519.PrivateKey) error {
 	if err := copyFile(r.o.Task.Instruction, filepath.Join(r.o.Out, InstructionFile)); err != nil {
 		return fmt.Errorf("keeping the instruction beside the bundle: %w", err)
 	}
+	if err := r.audit.Close(); err != nil {
+		return err
+	}
 	names := append([]string{InstructionFile}, r.v.Artifacts...)
 	manifest, err := bundle.HashArtifacts(r.o.Out, names...)
 	if err != nil {
@@ -42,7 +47,7 @@ func (r *runner) seal(key ed25519.PrivateKey) error {
 	}
 	p := &bundle.Payload{
 		Schema:     bundle.Schema,
-		Timeline:   r.timeline.Events(),
+		Timeline:   r.audit.Events(),
 		Manifest:   manifest,
 		Provenance: r.provenance(),
 	}
@@ -96,6 +101,19 @@ func (r *runner) isolation() []string {
 	if r.env.rootfs == sandbox.RootfsHost {
 		iso = append(iso, "host:unreadable-files-masked")
 	}
+	if r.v.Network.Mode == task.NetworkAllowlist {
+		iso = append(iso, "network:allowlist-proxy")
+		iso = slices.DeleteFunc(iso, func(s string) bool { return s == "network:none" })
+	}
+	if r.v.Models != nil {
+		iso = append(iso, "network:model-gateway")
+	}
+	if r.v.Audit.Hidden != "off" {
+		iso = append(iso, "audit:hidden-paths-"+r.v.Audit.Hidden)
+	}
+	if r.v.Audit.Network != "off" {
+		iso = append(iso, "audit:connect-"+r.v.Audit.Network)
+	}
 	slices.Sort(iso)
 	return slices.Compact(iso)
 }
@@ -125,6 +143,3 @@ func detail(kv ...any) map[string]any {
 	}
 	return m
 }
-
-// nowUTC is the time events are stamped with.
-func nowUTC() time.Time { return time.Now().UTC() }

@@ -8,10 +8,11 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
-	"github.com/proctor-sandbox/proctor/internal/bundle"
+	"github.com/proctor-sandbox/proctor/internal/audit"
 	"github.com/proctor-sandbox/proctor/internal/grade"
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/task"
@@ -25,6 +26,7 @@ const (
 	AgentLog      = "agent.log"
 	GraderLog     = "grader.log"
 	ChangesetFile = "changeset.tar"
+	AuditFile     = "audit.jsonl" // the timeline, written as it grows
 )
 
 // Phase names, the keys of Verdict.Phases.
@@ -56,6 +58,12 @@ type Options struct {
 	Key      ed25519.PrivateKey
 	Limits   workspace.Limits
 	Progress io.Writer // one line per step; nil for none
+	// Net adds to the task's network: allowed hosts, model gateways.
+	Net NetOptions
+	// NoAudit runs the agent phase without recording its attempts on
+	// hidden paths and its connects (the verdict says "off"). Hiding and
+	// the network cut do not depend on it.
+	NoAudit bool
 }
 
 // Run runs one trial: prepare, agent phase, freeze, grade, verdict. It
@@ -80,8 +88,15 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 		Changeset:     ChangesetRef{Dropped: []workspace.Dropped{}, LeftOut: []workspace.Dropped{}},
 		Artifacts:     []string{},
 		TimingsMS:     map[string]int64{},
+		Network:       NetworkRef{AllowedHosts: []string{}},
+		Audit:         AuditRef{Hidden: "off", Network: "off", Counts: map[string]int{}, LeftOut: map[string]int{}},
 	}
 	r := &runner{o: o, v: v}
+	keys, err := checkNet(t, &o.Net)
+	if err != nil {
+		return nil, err
+	}
+	r.keys = keys
 	// A task that cannot be prepared (a git_base that does not resolve, say)
 	// is bad input: an error before anything runs or is written.
 	if err := r.prepare(ctx); err != nil {
@@ -90,10 +105,16 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 	if err := makeOut(o.Out); err != nil {
 		return nil, err
 	}
+	if r.audit, err = audit.New(filepath.Join(o.Out, AuditFile), audit.Limits{}); err != nil {
+		return nil, err
+	}
+	defer r.audit.Close()
 	r.event("trial.start", detail("task", t.Name, "agent", o.Agent, "grading", t.Proctor.Grading))
-	err := r.beside(func() error { return r.run(ctx) })
+	err = r.beside(func() error { return r.run(ctx) })
 	v.settle()
-	for _, a := range []string{AgentLog, ChangesetFile, GraderLog} {
+	r.audit.Seal()
+	v.Audit.Events, v.Audit.Counts, v.Audit.LeftOut = r.audit.Len()+1, r.audit.Counts(), r.audit.LeftOut()
+	for _, a := range []string{AgentLog, ChangesetFile, GraderLog, AuditFile} {
 		if _, serr := os.Stat(filepath.Join(o.Out, a)); serr == nil {
 			v.Artifacts = append(v.Artifacts, a)
 		}
@@ -191,9 +212,10 @@ type runner struct {
 	o        Options
 	v        *Verdict
 	env      environment
-	ws       string // the workspace's lower directory, or ""
-	digestMS int64  // set by digest, read after it is done
-	timeline bundle.Timeline
+	ws       string            // the workspace's lower directory, or ""
+	digestMS int64             // set by digest, read after it is done
+	audit    *audit.Log        // the trial's timeline; nil in a regrade
+	keys     map[string]string // the gateways' real keys, by gateway name
 	// hostMasks are a "host" environment's unreadable files and
 	// directories (hostscan.go).
 	hostMasks []string
@@ -371,15 +393,28 @@ func (r *runner) limits(timeout time.Duration) sandbox.Limits {
 	}
 }
 
+// envList is the environment of a phase: the task's, then extra's, then
+// more's (K=V), each overriding the ones before, sorted by name. The
+// harness's own values (more) thus always win: a task cannot put a real key
+// where the gateway's dummy goes.
 func (r *runner) envList(extra map[string]string, more ...string) []string {
-	var kv []string
+	m := map[string]string{}
 	for k, v := range r.o.Task.Environment.Env {
-		kv = append(kv, k+"="+v)
+		m[k] = v
 	}
 	for k, v := range extra {
+		m[k] = v
+	}
+	for _, kv := range more {
+		k, v, _ := strings.Cut(kv, "=")
+		m[k] = v
+	}
+	kv := make([]string, 0, len(m))
+	for k, v := range m {
 		kv = append(kv, k+"="+v)
 	}
-	return append(kv, more...)
+	slices.Sort(kv)
+	return kv
 }
 
 func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
@@ -403,19 +438,51 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 		return err
 	}
 	defer log.Close()
-	r.say("agent phase: %s", r.o.Agent)
-	r.event("agent.start", detail("command", r.o.Agent, "workdir", t.Environment.Workdir))
-	res, err := sandbox.Run(ctx, sandbox.Spec{
+	n, err := r.startNet()
+	if err != nil {
+		return err
+	}
+	defer n.stop()
+	spec := sandbox.Spec{
 		Overlays: l.overlays(),
 		Binds:    binds,
 		Masks:    l.masks,
 		Workdir:  t.Environment.Workdir,
-		Env:      r.envList(nil, "PROCTOR_INSTRUCTION="+InstructionPath),
+		Env:      r.envList(nil, append([]string{"PROCTOR_INSTRUCTION=" + InstructionPath}, n.env...)...),
 		Args:     []string{"/bin/sh", "-c", r.o.Agent},
 		Limits:   r.limits(t.Agent.Timeout),
 		Stdout:   log,
 		Stderr:   log,
-	})
+		Listen:   n.listen,
+		Serve:    n.serveAll,
+	}
+	if !r.o.NoAudit {
+		tr, err := r.startTraps(l)
+		if err != nil {
+			return err
+		}
+		defer tr.close()
+		spec.Trees = tr.trees
+		for _, d := range tr.dirs {
+			ly := l.layerFor(d)
+			ly.hide = append(ly.hide, d) // the trap's mount point is not the agent's change
+		}
+		spec.WatchNet = r.netAttempt(n)
+		r.v.Audit.Hidden, r.v.Audit.Network = "trap", "seccomp-notify"
+	}
+	r.say("agent phase: %s", r.o.Agent)
+	r.event("agent.start", detail("command", r.o.Agent, "workdir", t.Environment.Workdir,
+		"network", n.net.Mode, "listen", n.listen))
+	res, err := sandbox.Run(ctx, spec)
+	// Every server has recorded its last request before the verdict is
+	// written: the tree is dead, nothing can reach them any more.
+	if serr := n.stop(); serr != nil && err == nil {
+		err = fmt.Errorf("stopping the agent's network: %w", serr)
+	}
+	n.mu.Lock()
+	r.v.Network = n.net
+	n.mu.Unlock()
+	r.v.Models = n.models(r.o.Net.Gateways)
 	if res != nil {
 		r.v.Phases[PhaseAgent] = phaseOf(res, log)
 		r.event("agent.end", phaseDetail(res))

@@ -293,7 +293,9 @@ grep -r . /proctor/instruction.md | head -1`
 	}
 	for _, s := range []string{
 		"THE-FIX", "collapse punctuation", "v1.1", "side", "origin", "example.invalid", "stash",
-		"test_slug.py", "solve.sh", "task.toml", "make-workspace", "/tests", "/solution", "verifier",
+		// With the audit on, /tests and /solution are empty trap
+		// directories: nothing may show beneath them.
+		"test_slug.py", "solve.sh", "task.toml", "make-workspace", "/tests/", "/solution/", "verifier",
 	} {
 		if strings.Contains(log, s) {
 			i := strings.Index(log, s)

@@ -71,6 +71,13 @@ type Verdict struct {
 	// digest (of every input, beside the agent
 	// phase), freeze (reading the changeset) and total. The phases' own times are in Phases.
 	TimingsMS map[string]int64 `json:"timings_ms"`
+	// Network is the agent phase's network and what its proxy decided.
+	Network NetworkRef `json:"network"`
+	// Models is what the agent asked of its models through the gateways
+	// (absent without gateways).
+	Models *ModelsRef `json:"models,omitempty"`
+	// Audit is what was watched and seen (the events are on the timeline).
+	Audit AuditRef `json:"audit"`
 }
 
 // TaskRef names the task and binds its content.

@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/pelletier/go-toml/v2"
+	"github.com/spf13/cobra"
+
+	"github.com/proctor-sandbox/proctor/internal/gateway"
+	"github.com/proctor-sandbox/proctor/internal/trial"
+)
+
+// netFlags are the network a run adds: hosts, model gateways, the config
+// file that may hold both, and whether the audit watches.
+type netFlags struct {
+	allowHosts []string
+	gateways   []string
+	config     string
+	noAudit    bool
+}
+
+func (f *netFlags) register(c *cobra.Command) {
+	c.Flags().StringArrayVar(&f.allowHosts, "allow-host", nil, "let the agent reach HOST[:PORT] through the egress proxy (repeatable; *.example.com matches names below example.com)")
+	c.Flags().StringArrayVar(&f.gateways, "model-gateway", nil, "NAME=URL[,NAME=URL…]: serve a model gateway inside; the real key comes from the host's NAME_API_KEY, the agent gets NAME_BASE_URL and a dummy NAME_API_KEY (repeatable)")
+	c.Flags().StringVar(&f.config, "config", "", "a TOML file with allow_hosts = [...] and a [model_gateway] table (default $PROCTOR_CONFIG)")
+	c.Flags().BoolVar(&f.noAudit, "no-audit", false, "do not record the agent's attempts on hidden paths and its connects (recorded as off in the verdict; hiding and the network cut stay)")
+}
+
+// runConfig is the config file: the same as the flags, for runs that share
+// them.
+type runConfig struct {
+	AllowHosts   []string          `toml:"allow_hosts"`
+	ModelGateway map[string]string `toml:"model_gateway"`
+}
+
+// apply fills o.Net and o.NoAudit from the flags and the config file.
+func (f *netFlags) apply(o *trial.Options) error {
+	path := f.config
+	if path == "" {
+		path = os.Getenv("PROCTOR_CONFIG")
+	}
+	var gw []string
+	if path != "" {
+		cfg, err := readRunConfig(path)
+		if err != nil {
+			return err
+		}
+		o.Net.AllowHosts = append(o.Net.AllowHosts, cfg.AllowHosts...)
+		names := make([]string, 0, len(cfg.ModelGateway))
+		for k := range cfg.ModelGateway {
+			names = append(names, k)
+		}
+		sort.Strings(names)
+		for _, k := range names {
+			gw = append(gw, k+"="+cfg.ModelGateway[k])
+		}
+	}
+	o.Net.AllowHosts = append(o.Net.AllowHosts, f.allowHosts...)
+	gw = append(gw, f.gateways...)
+	if len(gw) > 0 {
+		specs, err := gateway.ParseSpecs(strings.Join(gw, ","))
+		if err != nil {
+			return usageErr("--model-gateway: %v", err)
+		}
+		o.Net.Gateways = specs
+	}
+	o.Net.Getenv = os.Getenv
+	o.NoAudit = f.noAudit
+	return nil
+}
+
+// readRunConfig reads the config file strictly: an unknown key is an error.
+func readRunConfig(path string) (*runConfig, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	var cfg runConfig
+	dec := toml.NewDecoder(bytes.NewReader(data)).DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		var sm *toml.StrictMissingError
+		if errors.As(err, &sm) && len(sm.Errors) > 0 {
+			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts or [model_gateway])", path, strings.Join(sm.Errors[0].Key(), "."))
+		}
+		var de *toml.DecodeError
+		if errors.As(err, &de) {
+			row, col := de.Position()
+			return nil, fmt.Errorf("%s:%d:%d: %v", path, row, col, de)
+		}
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return &cfg, nil
+}

@@ -1,0 +1,261 @@
+package trial
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/proctor-sandbox/proctor/internal/gateway"
+	"github.com/proctor-sandbox/proctor/internal/netpolicy"
+	"github.com/proctor-sandbox/proctor/internal/seccomp"
+	"github.com/proctor-sandbox/proctor/internal/task"
+)
+
+// Addresses on the agent sandbox's own loopback. They are fixed, so that the
+// agent's environment is the same in every trial.
+const (
+	ProxyAddr       = "127.0.0.1:3128"
+	gatewayBasePort = 4100
+)
+
+// NetOptions are the network a run adds to the task's: hosts for the
+// allow-list, model gateways, and (for tests) how the proxy resolves names
+// and how the gateways reach their upstreams.
+type NetOptions struct {
+	AllowHosts []string       // netpolicy rules added to the task's allowed_hosts
+	Gateways   []gateway.Spec // model gateways
+	// Getenv reads the host's real API keys (NAME_API_KEY); nil: none.
+	Getenv func(string) string
+	// Resolve and Dial replace the proxy's DNS and dialling (tests).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// GatewayTransport replaces the gateways' HTTP transport (tests).
+	GatewayTransport http.RoundTripper
+}
+
+// NetworkRef is the agent's network in the verdict: the mode, the
+// allow-list in force, and what the proxy decided.
+type NetworkRef struct {
+	Mode         string   `json:"mode"` // task.NetworkNone or task.NetworkAllowlist
+	AllowedHosts []string `json:"allowed_hosts"`
+	Allowed      int      `json:"allowed"` // proxy requests let through
+	Denied       int      `json:"denied"`
+	BytesUp      int64    `json:"bytes_up"`
+	BytesDown    int64    `json:"bytes_down"`
+}
+
+// ModelsRef is what the agent asked of its models through the gateways.
+type ModelsRef struct {
+	Gateways []GatewayRef `json:"gateways"`
+	Calls    int          `json:"calls"`
+	Usage    []ModelUsage `json:"usage"`
+}
+
+// GatewayRef names one gateway: the env prefix and where it forwards.
+type GatewayRef struct {
+	Name     string `json:"name"`
+	Upstream string `json:"upstream"`
+}
+
+// ModelUsage totals the calls to one model through one gateway.
+type ModelUsage struct {
+	Gateway      string `json:"gateway"`
+	Model        string `json:"model"`
+	Calls        int    `json:"calls"`
+	InputTokens  int64  `json:"input_tokens"`
+	OutputTokens int64  `json:"output_tokens"`
+}
+
+// agentNet is the network of one agent phase: what listens inside, what
+// serves it on the host, and the environment that points there.
+type agentNet struct {
+	listen []string
+	serve  []func(net.Listener) error
+	close  []func() error
+	env    []string
+
+	proxy    *netpolicy.Proxy
+	gateways []*gateway.Gateway
+
+	mu  sync.Mutex // guards net
+	net NetworkRef
+	wg  sync.WaitGroup
+}
+
+// checkNet validates the run's network options against the task before
+// anything runs: rules parse, gateways have their keys on the host.
+func checkNet(t *task.Task, n *NetOptions) (keys map[string]string, err error) {
+	for _, h := range n.AllowHosts {
+		if _, err := netpolicy.ParseRule(h); err != nil {
+			return nil, fmt.Errorf("--allow-host %s: %w", h, err)
+		}
+	}
+	keys = map[string]string{}
+	for _, g := range n.Gateways {
+		getenv := n.Getenv
+		if getenv == nil {
+			getenv = func(string) string { return "" }
+		}
+		k, err := gateway.KeyFromEnv(g, getenv)
+		if err != nil {
+			return nil, fmt.Errorf("--model-gateway %s: %w", g.Name, err)
+		}
+		keys[g.Name] = k
+	}
+	return keys, nil
+}
+
+// agentNetwork returns the allow-list of the agent phase: the task's (when
+// its agent network is an allow-list) and the run's additions.
+func (r *runner) agentNetwork() (mode string, hosts []string) {
+	mode, hosts = r.o.Task.AgentNetwork()
+	hosts = slices.Clone(hosts)
+	if len(r.o.Net.AllowHosts) > 0 {
+		mode = task.NetworkAllowlist
+		hosts = append(hosts, r.o.Net.AllowHosts...)
+	}
+	if hosts == nil {
+		hosts = []string{}
+	}
+	return mode, hosts
+}
+
+// startNet builds the agent phase's proxy and gateways. Nothing listens
+// yet: the sandbox makes the listeners and hands them to serve.
+func (r *runner) startNet() (*agentNet, error) {
+	n := &agentNet{}
+	mode, hosts := r.agentNetwork()
+	n.net = NetworkRef{Mode: mode, AllowedHosts: hosts}
+	if mode == task.NetworkAllowlist {
+		allow, err := netpolicy.ParseAllowList(hosts)
+		if err != nil {
+			return nil, fmt.Errorf("the allow-list: %w", err)
+		}
+		p, err := netpolicy.New(netpolicy.Options{Allow: allow, Record: r.proxyDecision(n), Resolve: r.o.Net.Resolve})
+		if err != nil {
+			return nil, fmt.Errorf("starting the egress proxy: %w", err)
+		}
+		n.proxy = p
+		n.listen = append(n.listen, ProxyAddr)
+		n.serve = append(n.serve, p.Serve)
+		n.close = append(n.close, p.Close)
+		url := "http://" + ProxyAddr
+		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
+			n.env = append(n.env, k+"="+url, strings.ToLower(k)+"="+url)
+		}
+		n.env = append(n.env, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
+	}
+	for i, g := range r.o.Net.Gateways {
+		gw, err := gateway.New(gateway.Options{Spec: g, Key: r.keys[g.Name], Transport: r.o.Net.GatewayTransport, Record: r.gatewayCall})
+		if err != nil {
+			n.stop()
+			return nil, fmt.Errorf("starting the %s gateway: %w", g.Name, err)
+		}
+		addr := "127.0.0.1:" + strconv.Itoa(gatewayBasePort+i)
+		n.gateways = append(n.gateways, gw)
+		n.listen = append(n.listen, addr)
+		n.serve = append(n.serve, gw.Serve)
+		n.close = append(n.close, gw.Close)
+		n.env = append(n.env, g.BaseURLEnv()+"="+g.BaseURL(addr), g.KeyEnv()+"="+gateway.DummyKey)
+	}
+	return n, nil
+}
+
+// serveAll is the sandbox's Serve: one server per listener.
+func (n *agentNet) serveAll(ls []net.Listener) {
+	for i, l := range ls {
+		n.wg.Add(1)
+		go func() {
+			defer n.wg.Done()
+			_ = n.serve[i](l) // ends when closed; each request's fate is in its record
+		}()
+	}
+}
+
+// stop closes every server (each waits for its last record) and their
+// listeners.
+func (n *agentNet) stop() error {
+	var first error
+	for _, c := range n.close {
+		if err := c(); err != nil && first == nil {
+			first = err
+		}
+	}
+	n.wg.Wait()
+	return first
+}
+
+// proxyDecision records one proxy decision on the timeline and in the
+// verdict's tallies.
+func (r *runner) proxyDecision(n *agentNet) func(netpolicy.Decision) {
+	return func(d netpolicy.Decision) {
+		kind := "proxy.deny"
+		if d.Allowed {
+			kind = "proxy.allow"
+		}
+		r.audit.Observe(kind, detail("method", d.Method, "host", d.Host, "port", d.Port, "addr", d.Addr,
+			"sni", d.SNI, "reason", d.Reason, "bytes_up", d.BytesUp, "bytes_down", d.BytesDown,
+			"duration_ms", d.Duration.Milliseconds()), d.Time)
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if d.Allowed {
+			n.net.Allowed++
+		} else {
+			n.net.Denied++
+		}
+		n.net.BytesUp += d.BytesUp
+		n.net.BytesDown += d.BytesDown
+	}
+}
+
+// gatewayCall records one model call.
+func (r *runner) gatewayCall(c gateway.Call) {
+	r.audit.Observe("gateway.call", detail("gateway", c.Gateway, "method", c.Method, "path", c.Path,
+		"model", c.Model, "status", c.Status, "input_tokens", c.InputTokens, "output_tokens", c.OutputTokens,
+		"latency_ms", c.Latency.Milliseconds(), "request_sha256", c.RequestSHA256,
+		"response_sha256", c.ResponseSHA256, "bytes_up", c.BytesUp, "bytes_down", c.BytesDown, "error", c.Error), c.Time)
+}
+
+// netAttempt records one connect or send the agent's tree made, as the
+// seccomp watch saw it. Those to the sandbox's own listeners (the proxy,
+// the gateways) are "net.local"; anything else is "net.attempt".
+func (r *runner) netAttempt(n *agentNet) func(seccomp.Attempt) {
+	local := map[string]bool{}
+	if n != nil {
+		for _, a := range n.listen {
+			local[a] = true
+		}
+	}
+	return func(a seccomp.Attempt) {
+		kind := "net.attempt"
+		if (a.Family == "inet" || a.Family == "inet6") && local[net.JoinHostPort(a.Addr, strconv.Itoa(a.Port))] {
+			kind = "net.local"
+		}
+		r.audit.Observe(kind, detail("syscall", a.Syscall, "family", a.Family, "addr", a.Addr, "port", a.Port,
+			"pid", a.PID, "unread", a.Unread), a.Time)
+	}
+}
+
+// models totals the gateways' usage for the verdict.
+func (n *agentNet) models(specs []gateway.Spec) *ModelsRef {
+	if len(specs) == 0 {
+		return nil
+	}
+	m := &ModelsRef{Gateways: []GatewayRef{}, Usage: []ModelUsage{}}
+	for _, g := range specs {
+		m.Gateways = append(m.Gateways, GatewayRef{Name: g.Name, Upstream: g.Upstream.String()})
+	}
+	for _, gw := range n.gateways {
+		for _, u := range gw.Usage() {
+			m.Usage = append(m.Usage, ModelUsage{Gateway: u.Gateway, Model: u.Model, Calls: u.Calls,
+				InputTokens: u.InputTokens, OutputTokens: u.OutputTokens})
+			m.Calls += u.Calls
+		}
+	}
+	return m
+}
