@@ -13,15 +13,8 @@ set -euo pipefail
 runs=${1:-30}
 cd "$(dirname "$0")/.."
 
-for tool in hyperfine python3; do
-	command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install hyperfine python3)" >&2; exit 1; }
-done
-[ "$(id -u)" = 0 ] || { echo "bench: proctor run needs root" >&2; exit 1; }
-
-work=$(mktemp -d /var/tmp/proctor-bench.XXXXXX)
-trap 'rm -rf "$work"' EXIT
-chmod 755 "$work"
-CGO_ENABLED=0 go build -trimpath -o "$work/proctor" ./cmd/proctor
+. bench/lib.sh
+bench_setup hyperfine python3
 
 mktask() { # DIR: a task whose grader only writes a reward
 	mkdir -p "$1/tests" "$1/environment/workspace"

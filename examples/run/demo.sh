@@ -44,4 +44,14 @@ trial py-bugfix conftest
 trial py-bugfix kill-verifier
 trial py-bugfix trace-verifier
 
+say "proctor run --model-gateway: the agent gets its model, never the key"
+export FAKE_API_KEY=demo-real-key-$RANDOM$RANDOM
+coproc provider { exec python3 run/fake-provider.py; }
+read -r port <&"${provider[0]}"
+"$proctor" run -q --task tasks/py-bugfix --agent "sh /agent/model-thief.sh" --agent-dir agents \
+	--model-gateway "fake=http://127.0.0.1:$port/v1" --out "$out/py-bugfix-model-thief" || true
+sed 's/^/    agent: /' "$out/py-bugfix-model-thief/agent.log"
+kill "$provider_PID" 2>/dev/null || true
+unset FAKE_API_KEY
+
 say "verdicts, logs and changesets are under $out"

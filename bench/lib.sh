@@ -1,0 +1,13 @@
+# Sourced by the trial benchmarks: check the tools named, root, and build
+# proctor into a fresh work directory ($work, removed on exit).
+bench_setup() {
+	local tool
+	for tool in "$@"; do
+		command -v "$tool" >/dev/null || { echo "bench: $tool is missing (apt-get install $tool)" >&2; exit 1; }
+	done
+	[ "$(id -u)" = 0 ] || { echo "bench: proctor run needs root" >&2; exit 1; }
+	work=$(mktemp -d /var/tmp/proctor-bench.XXXXXX)
+	trap 'rm -rf "$work"' EXIT
+	chmod 755 "$work"
+	CGO_ENABLED=0 go build -trimpath -o "$work/proctor" ./cmd/proctor
+}
