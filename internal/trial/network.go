@@ -148,7 +148,9 @@ func (r *runner) startNet() (*agentNet, error) {
 		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
 			n.env = append(n.env, k+"="+url, strings.ToLower(k)+"="+url)
 		}
-		n.env = append(n.env, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1")
+		// NO_PROXY keeps the gateways direct; Node reads the proxy
+		// variables only when asked to.
+		n.env = append(n.env, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1", "NODE_USE_ENV_PROXY=1")
 	}
 	for i, g := range r.o.Net.Gateways {
 		gw, err := gateway.New(gateway.Options{Spec: g, Key: r.keys[g.Name], Transport: r.o.Net.GatewayTransport, Record: r.gatewayCall})
