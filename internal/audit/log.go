@@ -103,11 +103,11 @@ func (l *Log) appendLocked(kind string, detail any, at time.Time) {
 	if l.w == nil || l.werr != nil {
 		return
 	}
-	b, err := json.Marshal(e)
-	if err == nil {
-		b = append(b, '\n')
-		_, err = l.w.Write(b)
-	}
+	// Without HTML escaping: the line must hold the detail's canonical
+	// bytes, the ones its hash covers ("<" stays "<", not "\u003c").
+	enc := json.NewEncoder(l.w)
+	enc.SetEscapeHTML(false)
+	err := enc.Encode(e)
 	if err == nil {
 		err = l.w.Flush()
 	}

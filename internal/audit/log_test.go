@@ -156,3 +156,28 @@ func TestReadFileTampered(t *testing.T) {
 		}
 	})
 }
+
+// Details with characters JSON encoders like to escape still verify from
+// the file: the line holds the canonical bytes the hash covers.
+func TestFileKeepsCanonicalBytes(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "audit.jsonl")
+	l, err := New(path, Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Append("agent.start", map[string]any{"command": "make && ./run > out 2>&1 <in"})
+	l.Observe("hidden.lookup", map[string]any{"path": "/tests/\u2028<x>&\u2029\x00\x7f\xff"}, time.Time{})
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadFile(path, 1<<20)
+	if err != nil {
+		t.Fatalf("the file does not check: %v", err)
+	}
+	want := l.Events()
+	for i := range want {
+		if got[i].Hash != want[i].Hash || string(got[i].Detail) != string(want[i].Detail) {
+			t.Errorf("event %d: file %s, log %s", i, got[i].Detail, want[i].Detail)
+		}
+	}
+}
