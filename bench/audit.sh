@@ -94,4 +94,8 @@ for l in sys.stdin:
         by.setdefault(m.group(1), []).append(float(m.group(3)))
 for k, v in by.items():
     print(f"  {k:45} {statistics.median(v):9.1f} MB/s")
+for way in ("up", "down"):
+    d, p = by.get(f"BenchmarkTunnelThroughput/{way}/direct"), by.get(f"BenchmarkTunnelThroughput/{way}/proxy")
+    if d and p:
+        print(f"  {way:4} proxy/direct {statistics.median(p)/statistics.median(d):.2f}")
 '

@@ -98,6 +98,22 @@ func (l *Log) Observe(kind string, detail any, at time.Time) bool {
 	return true
 }
 
+// Lost counts n events of kind that were never delivered to the log (a
+// recorder's queue overflowed): they are counted as left out, so Seal's
+// audit.suppressed event names them.
+func (l *Log) Lost(kind string, n int) {
+	if n <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sealed {
+		return
+	}
+	l.seen[kind] += n
+	l.left[kind] += n
+}
+
 func (l *Log) appendLocked(kind string, detail any, at time.Time) {
 	e := l.tl.Append(kind, detail, at)
 	if l.w == nil || l.werr != nil {

@@ -61,6 +61,7 @@ func TestObserveBounded(t *testing.T) {
 	for i := 0; i < 4; i++ {
 		l.Observe("net.connect", map[string]any{"i": i}, time.Time{})
 	}
+	l.Lost("hidden.unrecorded", 5)
 	l.Append("agent.end", nil) // the harness's events are never left out
 	l.Seal()
 	l.Observe("net.connect", nil, time.Time{}) // after Seal: ignored
@@ -84,7 +85,7 @@ func TestObserveBounded(t *testing.T) {
 	if err := json.Unmarshal(last.Detail, &d); err != nil {
 		t.Fatal(err)
 	}
-	if d["hidden.lookup"] != 7 || d["net.connect"] != 2 {
+	if d["hidden.lookup"] != 7 || d["net.connect"] != 2 || d["hidden.unrecorded"] != 5 {
 		t.Errorf("suppressed %v", d)
 	}
 	if c := l.Counts(); c["hidden.lookup"] != 10 || c["net.connect"] != 4 {

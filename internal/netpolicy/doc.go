@@ -59,11 +59,14 @@
 //     name another site behind the same address. Only after this check
 //     does the proxy dial the upstream, so a refused tunnel sends it
 //     nothing, not even a TCP handshake; the agent gets a TLS
-//     access_denied alert. Bytes that are not TLS are allowed through
-//     (plain HTTP over CONNECT to port 80, SSH): the decision is on the
-//     name, and the address dialled has been checked. An agent that sends
-//     nothing within HelloTimeout is refused, so protocols where the
-//     server speaks first do not work through a tunnel.
+//     access_denied alert. Bytes that are not TLS must hold a complete
+//     first line: plain HTTP (a first line ending in "HTTP/x") is refused,
+//     since its Host header could name any other site behind the address
+//     and goes to the proxy in absolute form instead; anything else (SSH)
+//     is allowed through: the decision is on the name, and the address
+//     dialled has been checked. An agent that sends nothing within
+//     HelloTimeout is refused, so protocols where the server speaks first
+//     do not work through a tunnel.
 //
 // Denials are answered with a one-line plain-text reason and
 // Connection: close, and recorded: 403 for the policy, 400 for a

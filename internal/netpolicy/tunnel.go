@@ -1,6 +1,7 @@
 package netpolicy
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -50,6 +51,9 @@ func (p *Proxy) serveConnect(ac *agentConn, req *http.Request) {
 		d.SNI = clean(ch.serverName)
 		err = checkSNI(h, ch)
 	}
+	if err == nil && !isTLS {
+		err = checkPlain(prefix)
+	}
 	if err != nil {
 		d.Reason = clean(err.Error())
 		if isTLS {
@@ -80,7 +84,16 @@ func (p *Proxy) readHello(ac *agentConn) (prefix []byte, ch clientHello, isTLS b
 	for {
 		if len(buf) > 0 {
 			if buf[0] != recordTypeHandshake {
-				break // not TLS: allowed through as it is
+				// Not TLS: read the first line whole, for checkPlain.
+				if bytes.IndexByte(buf, '\n') >= 0 || len(buf) == cap(buf) {
+					break
+				}
+				n, rerr := ac.br.Read(buf[len(buf):cap(buf)])
+				buf = buf[:len(buf)+n]
+				if rerr != nil && n == 0 {
+					return nil, ch, false, fmt.Errorf("not TLS, and no complete first line: %v", readErr(rerr, p.o.HelloTimeout))
+				}
+				continue
 			}
 			isTLS = true
 			ch, err = parseClientHello(buf)
@@ -122,6 +135,25 @@ func readErr(err error, timeout time.Duration) string {
 		return "proxy closed"
 	}
 	return err.Error()
+}
+
+// checkPlain refuses plain HTTP inside a tunnel: its Host header could name
+// any other site behind the address (a CDN), and nothing here would check
+// it. Plain HTTP goes to the proxy in absolute form, where each request's
+// host is decided. first holds the tunnel's first line (or 16 KiB without
+// one); any other protocol passes as it is.
+func checkPlain(first []byte) error {
+	line := first
+	if i := bytes.IndexByte(line, '\n'); i >= 0 {
+		line = line[:i]
+	} else {
+		return errors.New("not TLS, and no line break in the first 16 KiB")
+	}
+	line = bytes.TrimRight(line, "\r")
+	if i := bytes.LastIndexByte(line, ' '); i >= 0 && bytes.HasPrefix(bytes.ToUpper(line[i+1:]), []byte("HTTP/")) {
+		return errors.New("plain HTTP inside a CONNECT tunnel: send http:// requests to the proxy in absolute form")
+	}
+	return nil
 }
 
 // checkSNI checks the ClientHello against the CONNECT host: for a name,

@@ -88,7 +88,7 @@ func TestCloseMidTunnel(t *testing.T) {
 		if resp.StatusCode != 200 {
 			t.Fatal(resp.Status)
 		}
-		c.Write([]byte("ping"))
+		c.Write([]byte("pin\n")) // an opaque protocol's first line
 		b := make([]byte, 4)
 		if _, err := io.ReadFull(br, b); err != nil {
 			t.Fatal(err)
@@ -209,7 +209,7 @@ func TestIdleTimeout(t *testing.T) {
 			tp := startProxy(t, env{allow: []string{"api.provider.test"}, names: map[string][]string{"api.provider.test": {"127.0.0.1"}},
 				redirect: tt.upstream, tweak: func(o *Options) { o.IdleTimeout = idle }})
 			c, br, _ := tp.connect(t, "api.provider.test:443")
-			c.Write([]byte("GET / HTTP/1.0\r\n\r\n")) // not TLS, to get past the first-bytes check
+			c.Write([]byte("SSH-2.0-test\r\n")) // not TLS, to get past the first-bytes check
 			start := time.Now()
 			got := readAll(br)
 			if got != tt.want {
@@ -221,6 +221,48 @@ func TestIdleTimeout(t *testing.T) {
 			}
 			if tt.want != "" && d.BytesDown != int64(len(tt.want)) {
 				t.Errorf("decision %+v", d)
+			}
+		})
+	}
+}
+
+// Plain HTTP inside a tunnel could name any site behind the address in its
+// Host header: refused, whatever the split, and the upstream sees nothing.
+func TestConnectPlainHTTPRefused(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		parts []string
+		ok    bool
+	}{
+		{"request line", []string{"GET / HTTP/1.1\r\nHost: other.example\r\n\r\n"}, false},
+		{"split request line", []string{"G", "ET / HTT", "P/1.1\r\nHost: other.example\r\n\r\n"}, false},
+		{"h2 preface", []string{"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"}, false},
+		{"lower case", []string{"get / http/1.0\n\n"}, false},
+		{"no line break", []string{"GET / HTTP/1.1"}, false},
+		{"ssh banner", []string{"SSH-2.0-OpenSSH_9.6\r\n"}, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			up := startUpstream(t, true)
+			tp := startProxy(t, env{allow: []string{"api.provider.test"}, names: map[string][]string{"api.provider.test": {"127.0.0.1"}},
+				redirect: up.addr(), tweak: func(o *Options) { o.HelloTimeout = 300 * time.Millisecond }})
+			c, _, resp := tp.connect(t, "api.provider.test:443")
+			if resp.StatusCode != 200 {
+				t.Fatal(resp.Status)
+			}
+			for _, p := range tt.parts {
+				c.Write([]byte(p))
+				time.Sleep(20 * time.Millisecond)
+			}
+			if tt.ok {
+				time.Sleep(100 * time.Millisecond)
+				c.Close() // an allowed tunnel is recorded when it ends
+			}
+			d := tp.rec.wait(t, 1)[0]
+			if d.Allowed != tt.ok {
+				t.Fatalf("decision %+v, want allowed=%t", d, tt.ok)
+			}
+			if n := up.accepts.Load(); !tt.ok && n != 0 {
+				t.Errorf("the upstream saw %d connection(s)", n)
 			}
 		})
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"sync"
 
@@ -14,10 +15,11 @@ import (
 
 // takeHandoff takes init's listeners and seccomp listener (named in its
 // first message) with pidfd_getfd, hands the listeners to spec.Serve and
-// starts watching the notifications. stop ends the watch, waits for its
-// last record and returns the watch's error, if it ended on one; Run calls
-// it once the tree is gone.
-func takeHandoff(p *initProcess, spec *Spec, first *status) (stop func() error, err error) {
+// starts watching the notifications. If the watch ends on an error while the
+// tree runs, kill ends the tree: nothing runs unwatched. stop ends the
+// watch, waits for its last record and returns the watch's error, if it
+// ended on one; Run calls it once the tree is gone.
+func takeHandoff(p *initProcess, spec *Spec, first *status, kill func()) (stop func() error, err error) {
 	if len(first.ListenFDs) != len(spec.Listen) {
 		return nil, &SetupError{Step: "taking the sandbox's listeners", Err: fmt.Errorf("%w: init reports %d listeners, want %d", ErrInitProtocol, len(first.ListenFDs), len(spec.Listen))}
 	}
@@ -32,6 +34,11 @@ func takeHandoff(p *initProcess, spec *Spec, first *status) (stop func() error, 
 		if err != nil {
 			closeListeners()
 			return nil, &SetupError{Step: "taking the listener on " + spec.Listen[i], Err: err}
+		}
+		if err := checkListener(fd, spec.Listen[i]); err != nil {
+			unix.Close(fd)
+			closeListeners()
+			return nil, &SetupError{Step: "taking the listener on " + spec.Listen[i], Err: fmt.Errorf("%w: %v", ErrInitProtocol, err)}
 		}
 		f := os.NewFile(uintptr(fd), "listener "+spec.Listen[i])
 		l, err := net.FileListener(f)
@@ -70,6 +77,7 @@ func takeHandoff(p *initProcess, spec *Spec, first *status) (stop func() error, 
 		if err := seccomp.Watch(watch, spec.WatchNet); err != nil && !errors.Is(err, os.ErrClosed) {
 			watchErr = err
 			watch.Close()
+			kill()
 		}
 	}()
 	var once sync.Once
@@ -97,6 +105,35 @@ func (p *initProcess) getfd(n int) (int, error) {
 		return -1, fmt.Errorf("pidfd_getfd(%d): %w", n, err)
 	}
 	return fd, nil
+}
+
+// checkListener checks that fd, taken from init, is a listening TCP socket
+// bound to addr: init names descriptors, the host does not take its word.
+func checkListener(fd int, addr string) error {
+	on, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ACCEPTCONN)
+	if err != nil {
+		return fmt.Errorf("descriptor is not a socket: %w", err)
+	}
+	if on != 1 {
+		return fmt.Errorf("socket is not listening")
+	}
+	sa, err := unix.Getsockname(fd)
+	if err != nil {
+		return err
+	}
+	var got netip.AddrPort
+	switch a := sa.(type) {
+	case *unix.SockaddrInet4:
+		got = netip.AddrPortFrom(netip.AddrFrom4(a.Addr), uint16(a.Port))
+	case *unix.SockaddrInet6:
+		got = netip.AddrPortFrom(netip.AddrFrom16(a.Addr), uint16(a.Port))
+	default:
+		return fmt.Errorf("socket is not TCP/IP")
+	}
+	if want := netip.MustParseAddrPort(addr); got != want { // addr was validated by Spec
+		return fmt.Errorf("socket is bound to %s, want %s", got, want)
+	}
+	return nil
 }
 
 // listenInside creates the listeners of addrs in the sandbox's network

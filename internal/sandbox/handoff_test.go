@@ -197,3 +197,38 @@ func TestTrees(t *testing.T) {
 		t.Errorf("a tree without a descriptor: %v", err)
 	}
 }
+
+// The host checks what init hands over: a listening socket bound where the
+// spec says, nothing else.
+func TestCheckListener(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	f, err := l.(*net.TCPListener).File()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	addr := l.Addr().String()
+	if err := checkListener(int(f.Fd()), addr); err != nil {
+		t.Errorf("the right listener: %v", err)
+	}
+	if err := checkListener(int(f.Fd()), "127.0.0.1:1"); err == nil {
+		t.Errorf("a listener on another port was taken")
+	}
+	c, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	cf, _ := c.(*net.TCPConn).File()
+	defer cf.Close()
+	if err := checkListener(int(cf.Fd()), addr); err == nil {
+		t.Errorf("a connected socket was taken for a listener")
+	}
+	if err := checkListener(int(os.Stdin.Fd()), addr); err == nil {
+		t.Errorf("stdin was taken for a listener")
+	}
+}

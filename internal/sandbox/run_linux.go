@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/proctor-sandbox/proctor/internal/cgroup"
+	"github.com/proctor-sandbox/proctor/internal/seccomp"
 )
 
 // Host id range that root inside the sandbox maps to when Proctor runs as root:
@@ -111,6 +112,11 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 		}
 	}
 	is.PlaceCommand = cg != nil
+	if spec.WatchNet != nil {
+		if err := seccomp.CheckNotify(); err != nil {
+			return nil, &SetupError{Step: "checking seccomp notification", Err: err}
+		}
+	}
 
 	mounts, err := collectSources(spec, is)
 	if err != nil {
@@ -218,7 +224,11 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	switch first.Phase {
 	case "error":
 		return nil, &SetupError{Step: first.Step, Err: errors.New(first.Error), Hint: first.Hint}
-	case "started", "exited":
+	case "started":
+		if len(spec.Listen) > 0 || spec.WatchNet != nil {
+			return nil, &SetupError{Step: "setting up the sandbox", Err: fmt.Errorf("%w: init started the command without handing over its listeners", ErrInitProtocol)}
+		}
+	case "exited":
 	case "placing":
 		if cg == nil && len(spec.Listen) == 0 && spec.WatchNet == nil {
 			return nil, &SetupError{Step: "setting up the sandbox", Err: fmt.Errorf("%w: init waits for the host with nothing to do", ErrInitProtocol)}
@@ -227,7 +237,7 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 		return nil, &SetupError{Step: "setting up the sandbox", Err: fmt.Errorf("%w: unexpected phase %q", ErrInitProtocol, first.Phase)}
 	}
 	if first.Phase == "placing" && (len(spec.Listen) > 0 || spec.WatchNet != nil) {
-		stop, herr := takeHandoff(p, spec, first)
+		stop, herr := takeHandoff(p, spec, first, p.kill)
 		if herr != nil {
 			return nil, herr
 		}

@@ -323,3 +323,9 @@ func inspect(fd uintptr, n *notif, native map[uint32]string) Attempt {
 	}
 	return a
 }
+
+// CheckNotify reports whether this kernel's seccomp notification
+// structures are the ones Watch was written for (an error wrapping
+// ErrNotifyABI if not), so a caller can refuse to start a watch that would
+// end at once.
+func CheckNotify() error { return checkNotifSizes() }

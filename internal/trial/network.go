@@ -224,19 +224,30 @@ func (r *runner) gatewayCall(c gateway.Call) {
 }
 
 // netAttempt records one connect or send the agent's tree made, as the
-// seccomp watch saw it. Those to the sandbox's own listeners (the proxy,
-// the gateways) are "net.local"; anything else is "net.attempt".
+// seccomp watch saw it: "net.local" to the sandbox's own listeners (the
+// proxy, the gateways), "net.unix" to a unix socket, "net.attempt" to
+// anything else. A send on a connected socket names no address and is not
+// recorded (its connect was).
 func (r *runner) netAttempt(n *agentNet) func(seccomp.Attempt) {
-	local := map[string]bool{}
+	local := map[netip.AddrPort]bool{}
 	if n != nil {
 		for _, a := range n.listen {
-			local[a] = true
+			local[netip.MustParseAddrPort(a)] = true
 		}
 	}
 	return func(a seccomp.Attempt) {
 		kind := "net.attempt"
-		if (a.Family == "inet" || a.Family == "inet6") && local[net.JoinHostPort(a.Addr, strconv.Itoa(a.Port))] {
-			kind = "net.local"
+		switch a.Family {
+		case "":
+			if a.Unread == "" {
+				return
+			}
+		case "unix":
+			kind = "net.unix"
+		case "inet", "inet6":
+			if ip, err := netip.ParseAddr(a.Addr); err == nil && local[netip.AddrPortFrom(ip.Unmap(), uint16(a.Port))] {
+				kind = "net.local"
+			}
 		}
 		r.audit.Observe(kind, detail("syscall", a.Syscall, "family", a.Family, "addr", a.Addr, "port", a.Port,
 			"pid", a.PID, "unread", a.Unread), a.Time)

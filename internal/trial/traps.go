@@ -105,7 +105,16 @@ func (tr *traps) close() error {
 	if tr.fs == nil {
 		return nil
 	}
-	return tr.fs.Close()
+	return tr.fs.Close() // idempotent
+}
+
+// dropped is how many accesses the trap saw but could not deliver (its
+// queue was full): counted, so none vanishes without a trace.
+func (tr *traps) dropped() int {
+	if tr == nil || tr.fs == nil {
+		return 0
+	}
+	return int(tr.fs.Dropped())
 }
 
 // inEnvironment reports whether path exists in the environment's root.

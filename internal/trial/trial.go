@@ -456,9 +456,9 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 		Listen:   n.listen,
 		Serve:    n.serveAll,
 	}
+	var tr *traps
 	if !r.o.NoAudit {
-		tr, err := r.startTraps(l)
-		if err != nil {
+		if tr, err = r.startTraps(l); err != nil {
 			return err
 		}
 		defer tr.close()
@@ -479,6 +479,10 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 	if serr := n.stop(); serr != nil && err == nil {
 		err = fmt.Errorf("stopping the agent's network: %w", serr)
 	}
+	if cerr := tr.close(); cerr != nil && err == nil {
+		err = fmt.Errorf("stopping the audit trap: %w", cerr)
+	}
+	r.audit.Lost("hidden.unrecorded", tr.dropped())
 	n.mu.Lock()
 	r.v.Network = n.net
 	n.mu.Unlock()
