@@ -54,7 +54,7 @@ func TestOnlyToUpstream(t *testing.T) {
 			{"semicolon query", "GET /v1/models?a=1;key=2 HTTP/1.1\r\nHost: x\r\n", 400, ""},
 			{"Host header", "GET /v1/models?limit=2 HTTP/1.1\r\nHost: EVIL\r\nX-Forwarded-Host: EVIL\r\nForwarded: host=EVIL\r\n", 200, "/v1/models?limit=2"},
 			{"no Host header", "GET /v1/models HTTP/1.0\r\n", 200, "/v1/models"},
-			{"the prefix itself", "GET /v1 HTTP/1.1\r\nHost: x\r\n", 200, "/v1"},
+			{"the prefix itself", "GET /v1 HTTP/1.1\r\nHost: x\r\n", 403, ""},
 			{"empty segment", "GET /v1//models HTTP/1.1\r\nHost: x\r\n", 200, "/v1//models"},
 		} {
 			t.Run(tc.name, func(t *testing.T) {

@@ -14,19 +14,19 @@ func BenchmarkRoundTrip(b *testing.B) {
 		name string
 		n    int
 	}{{"small", 200}, {"1MiB", 1 << 20}} {
-		body := bytes.Repeat([]byte("x"), size.n)
+		body := jsonBody(size.n)
 		hs := newHarness(b, config{path: "/v1"}, func(w http.ResponseWriter, r *http.Request) {
 			io.Copy(w, r.Body)
 		})
 		for _, via := range []struct{ name, url string }{
-			{"direct", hs.up.URL + "/v1/echo"},
-			{"gateway", hs.base + "/echo"},
+			{"direct", hs.up.URL + "/v1/chat/completions"},
+			{"gateway", hs.base + "/chat/completions"},
 		} {
 			b.Run(size.name+"/"+via.name, func(b *testing.B) {
 				b.SetBytes(int64(2 * size.n))
 				b.ReportAllocs()
 				for b.Loop() {
-					resp, err := hs.client.Post(via.url, "application/octet-stream", bytes.NewReader(body))
+					resp, err := hs.client.Post(via.url, "application/json", bytes.NewReader(body))
 					if err != nil {
 						b.Fatal(err)
 					}

@@ -58,7 +58,7 @@ func TestCallRecords(t *testing.T) {
 	}
 	t.Run("model from the response", func(t *testing.T) {
 		hs := newHarness(t, config{path: "/v1"}, func(w http.ResponseWriter, r *http.Request) { w.Write(seed(t, "openai-embeddings.json")) })
-		hs.do(t, "POST", "/v1/embeddings", []byte("not json"), nil)
+		hs.do(t, "POST", "/v1/embeddings", []byte(`{"input":"hi"}`), nil)
 		if c := hs.rec.wait(t, 1)[0]; c.Model != "text-embedding-3-small" || c.InputTokens != 8 {
 			t.Errorf("recorded %+v", c)
 		}
@@ -113,7 +113,7 @@ func TestCallRecords(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.WriteString(conn, "GET /v1/stream HTTP/1.1\r\nHost: x\r\n\r\n")
+		io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 2\r\n\r\n{}")
 		br := bufio.NewReader(conn)
 		for line := ""; line != "data: 1\n"; {
 			if line, err = br.ReadString('\n'); err != nil {
@@ -143,7 +143,7 @@ func testCloseCutsCalls(t *testing.T, tls bool) {
 	base := runtime.NumGoroutine()
 	func() {
 		hs := newHarness(t, config{path: "/v1", tls: tls}, func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path != "/v1/stream" {
+			if r.URL.Path != "/v1/responses" {
 				return
 			}
 			w.Header().Set("Content-Type", "text/event-stream")
@@ -151,7 +151,7 @@ func testCloseCutsCalls(t *testing.T, tls bool) {
 			w.(http.Flusher).Flush()
 			<-r.Context().Done()
 		})
-		resp, err := hs.client.Get(hs.base + "/stream")
+		resp, err := hs.client.Post(hs.base+"/responses", "application/json", strings.NewReader(`{"stream":true}`))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -20,6 +20,10 @@
 //     dot segments, encoded slashes) the agent tries: only origin-form targets
 //     under the upstream's path are relayed, on a URL built from the upstream;
 //   - follow a redirect: a 3xx is relayed to the agent as it came;
+//   - let the key be used for more than the model: only the endpoints and
+//     tools under "What the agent may ask" are relayed, so the agent can
+//     neither reach the internet through the provider nor read what other
+//     trials stored under the same key;
 //   - let the real key reach the agent: it is removed from every response
 //     header and, by a streaming replacer, from every response body, error
 //     bodies included; an encoding it cannot decode (and so cannot scrub) is
@@ -54,18 +58,81 @@
 // can be scrubbed and parsed. If it sends gzip or deflate anyway the gateway
 // decodes it and relays the plain body; any other encoding is answered 502.
 //
-// Headers: hop-by-hop headers (and those Connection names), Expect and
-// credential headers are not forwarded; Set-Cookie, Content-Length and
-// trailers are not relayed back. Upgrades (WebSocket) are not supported.
+// Headers: hop-by-hop headers (and those Connection names), Expect,
+// credential headers and every OpenAI-* header but OpenAI-Beta (names
+// compared ignoring case, '_' as '-') are not forwarded: OpenAI-Organization
+// and OpenAI-Project would move the key to another organisation or project.
+// Set-Cookie, Content-Length and trailers are not relayed back. Upgrades
+// (WebSocket) are not supported.
 //
 // Refusals: CONNECT, absolute-form and malformed targets get 400, other
 // methods than GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS 405, paths
-// outside the upstream's 404, a body over 32 MiB 413, bodies held together
-// over 256 MiB 503; failures to reach or read the upstream 502. Each is a JSON
-// error both the OpenAI and Anthropic SDKs show, and a recorded Call.
+// outside the upstream's 404, endpoints and tools not offered 403, a POST
+// body that is not one JSON object in UTF-8 400 (one with a Content-Encoding
+// 415), a body over 32 MiB 413, bodies held together over 256 MiB 503;
+// failures to reach or read the upstream 502. Each is a JSON error, with a
+// one-line message both the OpenAI and Anthropic SDKs show, and a recorded
+// Call (with Error set); none is forwarded.
 //
 // Limits: headers must arrive within 10s and the whole request within 2
 // minutes; at most 512 connections are served at once (more wait to be
 // accepted). Responses have no time limit: the upstream's (or the caller's
 // Transport's) apply.
+//
+// # What the agent may ask
+//
+// The key is the operator's, shared by every trial run with it. Providers
+// offer more under it than a model: tools they run on their side, which
+// fetch from the internet (web search and fetch, MCP servers, code execution
+// in their containers), and stored objects (stored completions and
+// responses, files, batches, vector stores), which hold other trials' data.
+// So a Gateway relays an allow-list, and refuses (403) all else.
+//
+// Endpoints: the path below the upstream's path must end in one of these
+// segment lists (so /v1 may be in the upstream's URL or in the path, and an
+// Azure deployment path may precede them), with nothing after it:
+//
+//   - POST chat/completions, completions, responses, messages,
+//     messages/count_tokens, embeddings;
+//   - GET models, models/{id} (one non-empty segment).
+//
+// No segment before it may name a stored collection (assistants, batches,
+// containers, conversations, evals, files, fine_tuning, responses, threads,
+// uploads, vector_stores): POST /v1/threads/{id}/messages is the Assistants
+// API, not Anthropic's /v1/messages. A segment that decodes to something
+// holding a slash, backslash, '?', '#', '%' or control character is refused,
+// lest the upstream decode it into another path. HEAD, OPTIONS, PUT, PATCH
+// and DELETE are never offered. So GET /v1/chat/completions (the stored
+// completions), /v1/responses/{id}, /v1/files, /v1/batches,
+// /v1/vector_stores, /v1/messages/batches are all refused.
+//
+// Request bodies (every POST): the body must be one JSON object in UTF-8,
+// without Content-Encoding; a body the gateway cannot read as JSON could be
+// read as JSON by the provider (Python's json takes NaN and UTF-16), so it
+// is refused (400) rather than forwarded. The whole body is checked, however
+// large. Top-level fields are matched ignoring case, and "tools" or a tool's
+// "type" given twice is refused: parsers differ on which copy wins.
+//
+//   - mcp_servers (Anthropic's MCP connector), container (Anthropic's code
+//     execution containers and skills) and web_search_options (OpenAI Chat
+//     Completions' web search) are refused, whatever their value;
+//   - tools, when not null, must be an array of objects, each either without
+//     "type" but with "input_schema" (an Anthropic custom tool), or with a
+//     "type" from this list of tools the agent's own program runs: function,
+//     custom, computer_use_preview, local_shell, apply_patch, and Anthropic's
+//     bash_, text_editor_ and computer_ followed by an eight-digit date
+//     (bash_20250124). Everything else is refused: web_search*, web_fetch_*,
+//     code_execution_*, code_interpreter, file_search, mcp, mcp_toolset,
+//     image_generation, memory_*, tool_search*, and shell, whose hosted form
+//     (environment container_auto) runs in OpenAI's containers;
+//   - tool_choice is not checked: it can only pick a tool declared in tools.
+//
+// Not checked: anything but the forms above. A stored object another trial
+// made is still reachable by its id, where a request may name one
+// (previous_response_id, conversation, a stored prompt's id, a file_id in a
+// message); ids are unguessable, and the gateway does not force
+// "store": false. Media given by URL (an image_url or file_url that is not a
+// data: URL, an Anthropic url source) are fetched by the provider, and models
+// that search the web by themselves (OpenAI's *-search-* models) do so
+// whatever the body says.
 package gateway

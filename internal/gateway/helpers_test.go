@@ -263,6 +263,11 @@ func (s *spy) last(t testing.TB) seenRequest {
 	return s.seen[len(s.seen)-1]
 }
 
+// jsonBody is a JSON object of exactly n bytes (n >= 10).
+func jsonBody(n int) []byte {
+	return []byte(`{"p":"` + strings.Repeat("x", n-len(`{"p":""}`)) + `"}`)
+}
+
 // hostOf is host:port of an httptest server.
 func hostOf(s *httptest.Server) string {
 	return strings.TrimPrefix(strings.TrimPrefix(s.URL, "http://"), "https://")

@@ -22,11 +22,11 @@ func TestRequestBodyLimit(t *testing.T) {
 	}}
 	hs := newHarness(t, config{path: "/v1", tune: func(g *Gateway) { g.maxBody = max }}, up.ServeHTTP)
 
-	resp, _ := parse(t, raw(t, hs.addr, fmt.Sprintf("POST /v1/x HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", max+1)))
+	resp, _ := parse(t, raw(t, hs.addr, fmt.Sprintf("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", max+1)))
 	if resp.StatusCode != 413 {
 		t.Errorf("Content-Length over the limit: status %d, want 413", resp.StatusCode)
 	}
-	req, _ := http.NewRequest("POST", hs.base+"/x", io.MultiReader(bytes.NewReader(make([]byte, max)), strings.NewReader("!")))
+	req, _ := http.NewRequest("POST", hs.base+"/chat/completions", io.MultiReader(bytes.NewReader(jsonBody(max)), strings.NewReader("!")))
 	req.ContentLength = -1 // chunked
 	if resp, err := hs.client.Do(req); err == nil {
 		resp.Body.Close()
@@ -37,7 +37,7 @@ func TestRequestBodyLimit(t *testing.T) {
 	if n := up.hits.Load(); n != 0 {
 		t.Errorf("%d bodies over the limit went upstream", n)
 	}
-	resp, body := hs.do(t, "POST", "/v1/x", make([]byte, max), nil)
+	resp, body := hs.do(t, "POST", "/v1/chat/completions", jsonBody(max), nil)
 	if resp.StatusCode != 200 || string(body) != fmt.Sprint(max) {
 		t.Errorf("a body at the limit: status %d, upstream read %s bytes", resp.StatusCode, body)
 	}
@@ -62,23 +62,24 @@ func TestBufferedLimit(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	fmt.Fprintf(conn, "POST /slow HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", 2<<20)
-	conn.Write(make([]byte, 1<<10))
+	slow := jsonBody(2 << 20)
+	fmt.Fprintf(conn, "POST /chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\nConnection: close\r\n\r\n", len(slow))
+	conn.Write(slow[:1<<10])
 	for deadline := time.Now().Add(5 * time.Second); hs.g.buffered.Load() == 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the slow body was never counted")
 		}
 	}
-	resp, _ := parse(t, raw(t, hs.addr, fmt.Sprintf("POST /fast HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1<<20+1)))
+	resp, _ := parse(t, raw(t, hs.addr, fmt.Sprintf("POST /chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n", 1<<20+1)))
 	if resp.StatusCode != 503 {
 		t.Errorf("a body past the common limit: status %d, want 503", resp.StatusCode)
 	}
-	conn.Write(make([]byte, 2<<20-1<<10))
+	conn.Write(slow[1<<10:])
 	b, _ := io.ReadAll(conn)
 	if resp, _ := parse(t, b); resp.StatusCode != 200 {
 		t.Errorf("the slow body: status %d", resp.StatusCode)
 	}
-	resp, _ = hs.do(t, "POST", "/fast", make([]byte, 1<<20+1), nil)
+	resp, _ = hs.do(t, "POST", "/chat/completions", jsonBody(1<<20+1), nil)
 	if resp.StatusCode != 200 {
 		t.Errorf("once the slow body is gone: status %d, want 200", resp.StatusCode)
 	}

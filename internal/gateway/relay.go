@@ -50,6 +50,12 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange) {
 	x.call.RequestSHA256 = hex.EncodeToString(sum[:])
 	x.call.BytesUp = int64(len(body))
 	x.call.Model = requestModel(body)
+	if r.Method == http.MethodPost {
+		if status, reason := checkBody(r.Header, body); status != 0 {
+			g.refuse(w, x, status, reason)
+			return
+		}
+	}
 
 	out, err := g.outgoing(r, rawQuery, body)
 	if err != nil {
@@ -167,8 +173,8 @@ func (g *Gateway) refuse(w http.ResponseWriter, x *exchange, status int, reason 
 	x.sink.Write(append(body, '\n'))
 }
 
-// admit checks r's method and target. It returns the query to forward, or
-// the status and reason to refuse r with.
+// admit checks r's method and target, the endpoint included. It returns the
+// query to forward, or the status and reason to refuse r with.
 func (g *Gateway) admit(r *http.Request) (rawQuery string, status int, reason string) {
 	switch r.Method {
 	case http.MethodConnect:
@@ -191,6 +197,12 @@ func (g *Gateway) admit(r *http.Request) (rawQuery string, status int, reason st
 	rawQuery, err := filterQuery(r.URL.RawQuery)
 	if err != nil {
 		return "", http.StatusBadRequest, err.Error()
+	}
+	if ep := r.URL.EscapedPath(); !offered(r.Method, ep[len(g.prefix):]) {
+		if len(ep) > maxPathLen {
+			ep = ep[:maxPathLen]
+		}
+		return "", http.StatusForbidden, "endpoint not offered by the gateway: " + r.Method + " " + ep
 	}
 	return rawQuery, 0, ""
 }
@@ -295,6 +307,11 @@ func (g *Gateway) outgoing(r *http.Request, rawQuery string, body []byte) (*http
 	removeHopByHop(h)
 	for _, name := range credentialHeaders {
 		h.Del(name)
+	}
+	for name := range h {
+		if accountHeader(name) {
+			delete(h, name)
+		}
 	}
 	h.Del("Expect")
 	h.Set("Accept-Encoding", "identity")
