@@ -46,6 +46,12 @@ that failed.`,
 				return err
 			}
 			fmt.Fprintln(stdout, bundle.Summary(p))
+			var v trial.Verdict
+			if json.Unmarshal(p.Verdict, &v) == nil { // checked by verifyBundle
+				if line := auditLine(&v); line != "" {
+					fmt.Fprintln(stdout, line)
+				}
+			}
 			fmt.Fprintf(stdout, "artifacts: %d checked", len(report.Checked))
 			if len(report.Missing) > 0 {
 				fmt.Fprintf(stdout, ", %d not found beside the bundle: %s", len(report.Missing), strings.Join(report.Missing, ", "))
