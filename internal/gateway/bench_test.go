@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 )
 
@@ -38,5 +39,28 @@ func BenchmarkRoundTrip(b *testing.B) {
 				}
 			})
 		}
+	}
+}
+
+// BenchmarkCheckBody checks bodies of 8 MiB: a screenshot in a tool result,
+// and numbers nested as deep as allowed, which a walk reading each value
+// once for each array around it would take 128 times over.
+func BenchmarkCheckBody(b *testing.B) {
+	for _, body := range []struct {
+		name string
+		b    []byte
+	}{
+		{"image", []byte(`{"messages":[{"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"image","source":{"type":"base64","media_type":"image/png","data":"` +
+			strings.Repeat("iVBO", 2<<20) + `"}}]}]}]}`)},
+		{"deep", deepBody(maxDepth, strings.Repeat("1,", 4<<20)+"1")},
+	} {
+		b.Run(body.name, func(b *testing.B) {
+			b.SetBytes(int64(len(body.b)))
+			for b.Loop() {
+				if status, reason := checkBody(http.Header{}, body.b); status != 0 {
+					b.Fatal(reason)
+				}
+			}
+		})
 	}
 }

@@ -20,10 +20,10 @@
 //     dot segments, encoded slashes) the agent tries: only origin-form targets
 //     under the upstream's path are relayed, on a URL built from the upstream;
 //   - follow a redirect: a 3xx is relayed to the agent as it came;
-//   - let the key be used for more than the model: only the endpoints and
-//     tools under "What the agent may ask" are relayed, so the agent can
-//     neither reach the internet through the provider nor read what other
-//     trials stored under the same key;
+//   - let the key be used for more than the model: only the endpoints,
+//     tools and content under "What the agent may ask" are relayed, so the
+//     agent can neither reach the internet through the provider nor read
+//     what other trials stored under the same key;
 //   - let the real key reach the agent: it is removed from every response
 //     header and, by a streaming replacer, from every response body, error
 //     bodies included; an encoding it cannot decode (and so cannot scrub) is
@@ -67,9 +67,10 @@
 //
 // Refusals: CONNECT, absolute-form and malformed targets get 400, other
 // methods than GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS 405, paths
-// outside the upstream's 404, endpoints and tools not offered 403, a POST
-// body that is not one JSON object in UTF-8 400 (one with a Content-Encoding
-// 415), a body over 32 MiB 413, bodies held together over 256 MiB 503;
+// outside the upstream's 404, endpoints, fields, tools and content not
+// offered 403, a POST body that is not one JSON object in UTF-8, or is
+// nested more than 128 levels deep, 400 (one with a Content-Encoding 415),
+// a body over 32 MiB 413, bodies held together over 256 MiB 503;
 // failures to reach or read the upstream 502. Each is a JSON error, with a
 // one-line message both the OpenAI and Anthropic SDKs show, and a recorded
 // Call (with Error set); none is forwarded.
@@ -84,9 +85,10 @@
 // The key is the operator's, shared by every trial run with it. Providers
 // offer more under it than a model: tools they run on their side, which
 // fetch from the internet (web search and fetch, MCP servers, code execution
-// in their containers), and stored objects (stored completions and
-// responses, files, batches, vector stores), which hold other trials' data.
-// So a Gateway relays an allow-list, and refuses (403) all else.
+// in their containers, media given by URL), and stored objects (stored
+// completions and responses, conversations, prompts, files, batches, vector
+// stores), which hold other trials' data. So a Gateway relays an
+// allow-list, and refuses (403) all else.
 //
 // Endpoints: the path below the upstream's path must end in one of these
 // segment lists (so /v1 may be in the upstream's URL or in the path, and an
@@ -110,12 +112,20 @@
 // without Content-Encoding; a body the gateway cannot read as JSON could be
 // read as JSON by the provider (Python's json takes NaN and UTF-16), so it
 // is refused (400) rather than forwarded. The whole body is checked, however
-// large. Top-level fields are matched ignoring case, and "tools" or a tool's
-// "type" given twice is refused: parsers differ on which copy wins.
+// large, and refused (400) if objects and arrays nest in it more than 128
+// levels deep. Top-level fields, a tool's "type" member, and the types and
+// members of content (below) are matched ignoring case; "tools", "prompt"
+// or a tool's "type" given twice is refused: parsers differ on which copy
+// wins.
 //
 //   - mcp_servers (Anthropic's MCP connector), container (Anthropic's code
-//     execution containers and skills) and web_search_options (OpenAI Chat
-//     Completions' web search) are refused, whatever their value;
+//     execution containers and skills), web_search_options (OpenAI Chat
+//     Completions' web search) and conversation (OpenAI's stored
+//     conversations) are refused, whatever their value, and so is prompt
+//     when it is an object (a stored prompt, which may carry tools of its
+//     own; Completions' prompt, a string or an array, passes). The agent
+//     cannot make a conversation or a prompt through the gateway, so one it
+//     names is someone else's;
 //   - tools, when not null, must be an array of objects, each either without
 //     "type" but with "input_schema" (an Anthropic custom tool), or with a
 //     "type" from this list of tools the agent's own program runs: function,
@@ -125,14 +135,41 @@
 //     code_execution_*, code_interpreter, file_search, mcp, mcp_toolset,
 //     image_generation, memory_*, tool_search*, and shell, whose hosted form
 //     (environment container_auto) runs in OpenAI's containers;
-//   - tool_choice is not checked: it can only pick a tool declared in tools.
+//   - tool_choice is not checked: it can only pick a tool declared in tools;
+//   - content the provider would fetch from a URL or read from storage is
+//     refused wherever it is: every object of the body, at any depth
+//     (messages, input, tool results and outputs, a document's content), is
+//     content of the type its "type" names. For these types, the members
+//     listed must hold null or inline data: image_url (image_url, a string
+//     or {"url": ...}), input_image (image_url, file_id), input_file
+//     (file_url, file_id, file_data), file (file, an object with those
+//     three; file_id, an Anthropic file source), image and document
+//     (source, an object with url and file_id), and the forms of vLLM
+//     (audio_url, video_url) and Mistral (document_url). Inline is a data:
+//     URL (the scheme in any case), and for file_data also base64, a string
+//     without ':' (OpenRouter fetches a URL given there); null is nothing.
+//     A file_id is never inline: the agent cannot upload a file through the
+//     gateway, so a file it names is someone else's. Anything else (a URL,
+//     a number, an object of another shape) is refused, and so is
+//     container_upload, whatever it holds. An element of a "content" array
+//     is also checked for image_url, audio_url and video_url whatever its
+//     type: vLLM reads a part without one by them. A "type" or member given
+//     twice is checked in each copy. So base64 images and documents, text,
+//     Anthropic's search_result (whose source is text the agent gives) and
+//     a URL among a tool call's arguments pass.
 //
-// Not checked: anything but the forms above. A stored object another trial
-// made is still reachable by its id, where a request may name one
-// (previous_response_id, conversation, a stored prompt's id, a file_id in a
-// message); ids are unguessable, and the gateway does not force
-// "store": false. Media given by URL (an image_url or file_url that is not a
-// data: URL, an Anthropic url source) are fetched by the provider, and models
-// that search the web by themselves (OpenAI's *-search-* models) do so
-// whatever the body says.
+// previous_response_id (and item_reference ids in input) pass: they name
+// responses stored under the key, but the agent makes those itself,
+// through the gateway (store is true by default), and agents chain turns
+// with them; refusing them would break such agents. Another trial's
+// response is reachable only by its id, which is unguessable, and no
+// endpoint that lists or reads responses is offered.
+//
+// Not checked: anything but the forms above. Content is refused by a list
+// of the forms providers document: a provider that fetched by another
+// member or type would fetch. A stored object another trial made is still
+// reachable by its id where a request may name one (previous_response_id,
+// an item_reference), should the id leak; the gateway does not force
+// "store": false. Models that search the web by themselves (OpenAI's
+// *-search-* models) do so whatever the body says.
 package gateway

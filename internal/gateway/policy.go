@@ -92,13 +92,16 @@ func equalSegs(a, b []string) bool {
 }
 
 // checkedFields are the top-level request fields checkBody looks at
-// (compared ignoring case). All but "tools" are refused whatever their
-// value: they make the provider reach out on the agent's behalf.
+// (compared ignoring case). All but "tools" and "prompt" are refused
+// whatever their value: they make the provider reach out on the agent's
+// behalf, or read what is stored under the key.
 var checkedFields = []string{
 	"tools",
+	"prompt",             // an object is a stored prompt (OpenAI Responses); a string or array, Completions' text
 	"mcp_servers",        // Anthropic: the provider connects to MCP servers
 	"container",          // Anthropic: a code-execution container (and its skills)
 	"web_search_options", // OpenAI Chat Completions: web search
+	"conversation",       // OpenAI Responses: a stored conversation
 }
 
 // clientTools are the tool types the gateway lets through: tools the agent's
@@ -148,9 +151,13 @@ func checkBody(h http.Header, body []byte) (status int, reason string) {
 	if i >= len(body) || body[i] != '{' {
 		return http.StatusBadRequest, "the request body is not a JSON object"
 	}
+	obj := body[i:]
+	if tooDeep(obj) {
+		return http.StatusBadRequest, fmt.Sprintf("the request body is nested more than %d levels deep", maxDepth)
+	}
 	var tools []byte
 	seen := make(map[string]bool)
-	for key, val := range members(body[i:]) {
+	for key, val := range members(obj) {
 		name := ""
 		for _, f := range checkedFields {
 			if strings.EqualFold(key, f) {
@@ -164,23 +171,36 @@ func checkBody(h http.Header, body []byte) (status int, reason string) {
 			return http.StatusForbidden, fmt.Sprintf("the request body gives %q twice", name)
 		case name == "tools":
 			tools = val
+		case name == "prompt" && val[0] != '{':
 		default:
 			return http.StatusForbidden, fmt.Sprintf("field %q not offered by the gateway", name)
 		}
 		seen[name] = true
 	}
+	if reason := checkTools(tools); reason != "" {
+		return http.StatusForbidden, reason
+	}
+	if _, reason := scanContent(obj, 0, false); reason != "" {
+		return http.StatusForbidden, reason
+	}
+	return 0, ""
+}
+
+// checkTools says why the gateway refuses the tools declared by the JSON
+// value tools (nil if the body has none), or "".
+func checkTools(tools []byte) string {
 	if tools == nil || string(tools) == "null" {
-		return 0, ""
+		return ""
 	}
 	if tools[0] != '[' {
-		return http.StatusForbidden, `"tools" is not an array`
+		return `"tools" is not an array`
 	}
 	for tool := range elements(tools) {
 		if reason := checkTool(tool); reason != "" {
-			return http.StatusForbidden, reason
+			return reason
 		}
 	}
-	return 0, ""
+	return ""
 }
 
 // checkTool says why the gateway refuses the tool declared by the JSON value
@@ -305,17 +325,24 @@ func skipSpace(b []byte, i int) int {
 	return i
 }
 
-// stringEnd returns the index just past the string starting at b[i].
+// stringEnd returns the index just past the string starting at b[i]: past
+// the first '"' after it that no odd run of backslashes escapes.
 func stringEnd(b []byte, i int) int {
-	for i++; i < len(b); i++ {
-		switch b[i] {
-		case '\\':
-			i++
-		case '"':
+	start := i
+	for i++; ; i++ {
+		j := bytes.IndexByte(b[i:], '"')
+		if j < 0 {
+			return len(b)
+		}
+		i += j
+		n := 0
+		for k := i - 1; k > start && b[k] == '\\'; k-- {
+			n++
+		}
+		if n%2 == 0 {
 			return i + 1
 		}
 	}
-	return len(b)
 }
 
 // valueEnd returns the index just past the value starting at b[i].
@@ -342,8 +369,11 @@ func valueEnd(b []byte, i int) int {
 		}
 		return len(b)
 	}
-	for i < len(b) && bytes.IndexByte([]byte(",}] \t\n\r"), b[i]) < 0 {
-		i++
+	for ; i < len(b); i++ {
+		switch b[i] {
+		case ',', '}', ']', ' ', '\t', '\n', '\r':
+			return i
+		}
 	}
 	return i
 }

@@ -185,6 +185,12 @@ func TestServerSideToolsRefused(t *testing.T) {
 		{"mcp servers null", "/messages", []byte(`{"mcp_servers":null}`), nil, 403, `field "mcp_servers"`},
 		{"container", "/messages", []byte(`{"container":"container_abc"}`), nil, 403, `field "container"`},
 		{"container with skills", "/messages", []byte(`{"container":{"skills":[{"type":"anthropic","skill_id":"pptx"}]}}`), nil, 403, `field "container"`},
+		{"stored conversation", "/responses", []byte(`{"model":"m","input":"hi","conversation":"conv_abc"}`), nil, 403, `field "conversation"`},
+		{"stored conversation by object", "/responses", []byte(`{"conversation":{"id":"conv_abc"}}`), nil, 403, `field "conversation"`},
+		{"stored conversation in upper case", "/responses", []byte(`{"CONVERSATION":"conv_abc"}`), nil, 403, `field "conversation"`},
+		{"stored prompt", "/responses", []byte(`{"model":"m","prompt":{"id":"pmpt_abc","version":"2","variables":{"x":"y"}}}`), nil, 403, `field "prompt"`},
+		{"stored prompt without id", "/responses", []byte(`{"prompt":{}}`), nil, 403, `field "prompt"`},
+		{"prompt twice, the last stored", "/completions", []byte(`{"prompt":"hi","Prompt":{"id":"pmpt_abc"}}`), nil, 403, `gives "prompt" twice`},
 		{"type not a date", "/messages", []byte(tool("bash_2025012x")), nil, 403, `"bash_2025012x"`},
 		{"type without a date", "/messages", []byte(tool("bash")), nil, 403, `"bash"`},
 		{"type in upper case", "/chat/completions", []byte(tool("FUNCTION")), nil, 403, `"FUNCTION"`},
@@ -206,6 +212,8 @@ func TestServerSideToolsRefused(t *testing.T) {
 		{"utf-16", "/responses", utf16le(tool("web_search")), nil, 400, "not JSON"},
 		{"invalid utf-8", "/responses", []byte("{\"tools\xff\":[{\"type\":\"web_search\"}]}"), nil, 400, "not JSON"},
 		{"not an object", "/responses", []byte(`[{"tools":[{"type":"web_search"}]}]`), nil, 400, "not a JSON object"},
+		{"nested too deep", "/responses", deepBody(maxDepth, `[]`), nil, 400, "nested more than 128 levels deep"},
+		{"nested too deep, media inside", "/messages", deepBody(maxDepth, `{"type":"image","source":{"type":"url","url":"https://evil.test/fix.png"}}`), nil, 400, "nested more than 128 levels deep"},
 		{"empty", "/responses", nil, nil, 400, "not JSON"},
 		{"gzip", "/responses", gz(tool("web_search")), http.Header{"Content-Encoding": {"gzip"}}, 415, `content encoding "gzip"`},
 	} {
@@ -224,6 +232,12 @@ func TestServerSideToolsRefused(t *testing.T) {
 			}
 		})
 	}
+}
+
+// deepBody is a JSON object holding v at depth n+1: within n-1 arrays, in
+// the object.
+func deepBody(n int, v string) []byte {
+	return []byte(`{"a":` + strings.Repeat("[", n-1) + v + strings.Repeat("]", n-1) + `}`)
 }
 
 // jsonPadded is a JSON object of about n bytes: a long string, then fields.
@@ -295,13 +309,15 @@ func TestAccountHeadersDropped(t *testing.T) {
 }
 
 // FuzzMembers checks the walk of a JSON object against encoding/json: the
-// same keys, in order, with the same raw values.
+// same keys, in order, with the same raw values, and the same elements in
+// each array, at every depth.
 func FuzzMembers(f *testing.F) {
 	seeds := []string{
 		`{}`, ` { "a" : 1 , "b":[1,{"c":"]}"}],"d":"\"}","e":null,"f":true,"g":-1.5e3 } `,
 		`{"t\u006fols":[{"type":"x"},[],"s\\"]}`, `{"a":{"b":{"c":[[[]]]}},"":""}`,
 		`{"tools":[{"type":"function","type":"web_search"}],"TOOLS":[]}`,
 		`{"a":[ 1 , "x" ,{"b":[]},[ ] ,null,-0.5E+2,true ]}`,
+		`{"a":"\\\\\"\\","b":["\\",{"\\\"":"\"\\"}]}`,
 	}
 	for _, s := range seeds {
 		f.Add([]byte(s))
@@ -311,49 +327,59 @@ func FuzzMembers(f *testing.F) {
 		if !utf8.Valid(b) || !json.Valid(b) || b[0] != '{' {
 			return // checkBody refuses these before walking them
 		}
+		sameAsJSON(t, b)
+	})
+}
+
+// sameAsJSON checks members or elements on the JSON value v, and then on
+// every value in it, against encoding/json.
+func sameAsJSON(t *testing.T, v []byte) {
+	t.Helper()
+	switch v[0] {
+	case '{':
 		type member struct{ key, val string }
 		var want []member
-		dec := json.NewDecoder(bytes.NewReader(b))
+		dec := json.NewDecoder(bytes.NewReader(v))
 		dec.Token()
 		for dec.More() {
 			k, _ := dec.Token()
-			var v json.RawMessage
-			if err := dec.Decode(&v); err != nil {
+			var raw json.RawMessage
+			if err := dec.Decode(&raw); err != nil {
 				t.Fatal(err)
 			}
-			want = append(want, member{k.(string), string(v)})
+			want = append(want, member{k.(string), string(raw)})
 		}
 		var got []member
-		for k, v := range members(b) {
-			got = append(got, member{k, string(v)})
+		for k, val := range members(v) {
+			got = append(got, member{k, string(val)})
 		}
 		if len(got) != len(want) {
-			t.Fatalf("%d members, want %d: %q", len(got), len(want), got)
+			t.Fatalf("%q: %d members, want %d: %q", v, len(got), len(want), got)
 		}
 		for i, w := range want {
 			if got[i].key == "" && len(w.key) > (maxKeyLen-2)/6 {
 				w.key = "" // too long to be a checked field: not decoded
 			}
 			if got[i] != w {
-				t.Errorf("member %d: %q, want %q", i, got[i], w)
+				t.Fatalf("%q: member %d: %q, want %q", v, i, got[i], w)
 			}
-			if w.val[0] != '[' {
-				continue
-			}
-			var elems []json.RawMessage
-			if err := json.Unmarshal([]byte(w.val), &elems); err != nil {
-				t.Fatal(err)
-			}
-			j := 0
-			for e := range elements([]byte(w.val)) {
-				if j >= len(elems) || string(e) != string(elems[j]) {
-					t.Fatalf("member %d, element %d: %q, want %q", i, j, e, elems)
-				}
-				j++
-			}
-			if j != len(elems) {
-				t.Errorf("member %d: %d elements, want %d", i, j, len(elems))
-			}
+			sameAsJSON(t, []byte(w.val))
 		}
-	})
+	case '[':
+		var want []json.RawMessage
+		if err := json.Unmarshal(v, &want); err != nil {
+			t.Fatal(err)
+		}
+		j := 0
+		for e := range elements(v) {
+			if j >= len(want) || string(e) != string(want[j]) {
+				t.Fatalf("%q: element %d: %q, want %q", v, j, e, want)
+			}
+			sameAsJSON(t, e)
+			j++
+		}
+		if j != len(want) {
+			t.Fatalf("%q: %d elements, want %d", v, j, len(want))
+		}
+	}
 }
