@@ -2,7 +2,8 @@
 # Installs the Debian packages proctor's tests, demo and benchmarks use, if any
 # is missing: busybox-static (a tiny rootfs for tests), bubblewrap and hyperfine
 # (the startup benchmark's peer and timer), gcc (the race detector, and a
-# compiler the sandbox tests run inside), git and python3 (also run inside).
+# compiler the sandbox tests run inside), git and python3 (also run inside),
+# chromium (renders the HTML report headless in its tests).
 set -euo pipefail
 need=()
 command -v busybox >/dev/null || need+=(busybox-static)
@@ -11,6 +12,7 @@ command -v hyperfine >/dev/null || need+=(hyperfine)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v git >/dev/null || need+=(git)
 command -v python3 >/dev/null || need+=(python3)
+command -v chromium >/dev/null || need+=(chromium)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
 	echo "deps: missing ${need[*]}; run as root or: sudo apt-get install -y ${need[*]}" >&2

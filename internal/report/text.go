@@ -1,0 +1,203 @@
+package report
+
+import (
+	"encoding/csv"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// JSON writes the report in its stable JSON form, schema "proctor.report/v1",
+// indented, followed by a newline.
+func (r *Report) JSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	if err := enc.Encode(r); err != nil {
+		return fmt.Errorf("writing JSON report: %w", err)
+	}
+	return nil
+}
+
+// csvHeader is the CSV form's header row.
+var csvHeader = []string{
+	"agent", "task", "index", "status", "passed", "reward", "counted",
+	"wall_ms", "agent_ms", "grader_ms", "model_calls", "input_tokens",
+	"output_tokens", "violations", "bundle", "verified", "verify_error",
+}
+
+// CSV writes one row per trial of the input (pending and unverified ones
+// included, told apart by the counted column) after a header row, in
+// RFC 4180 form. Violations are joined by ";".
+func (r *Report) CSV(w io.Writer) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(csvHeader); err != nil {
+		return fmt.Errorf("writing CSV report: %w", err)
+	}
+	i64 := func(v int64) string { return strconv.FormatInt(v, 10) }
+	for i := range r.all {
+		t := &r.all[i]
+		rec := []string{
+			t.Agent, t.Task, strconv.Itoa(t.Index), t.Status,
+			strconv.FormatBool(t.Passed),
+			strconv.FormatFloat(t.Reward, 'g', -1, 64),
+			strconv.FormatBool(counted(t)),
+			i64(t.WallMS), i64(t.AgentMS), i64(t.GraderMS),
+			strconv.Itoa(t.ModelCalls), i64(t.InputTokens), i64(t.OutputTokens),
+			strings.Join(t.Violations, ";"), t.Bundle,
+			strconv.FormatBool(t.Verified), t.VerifyError,
+		}
+		if err := cw.Write(rec); err != nil {
+			return fmt.Errorf("writing CSV report: %w", err)
+		}
+	}
+	cw.Flush()
+	if err := cw.Error(); err != nil {
+		return fmt.Errorf("writing CSV report: %w", err)
+	}
+	return nil
+}
+
+// mdEscaper escapes text for a Markdown table cell: every punctuation mark
+// Markdown gives a meaning to, and line breaks, which would end the row.
+var mdEscaper = strings.NewReplacer(
+	`\`, `\\`, "|", `\|`, "*", `\*`, "_", `\_`, "`", "\\`", "[", `\[`,
+	"]", `\]`, "<", `\<`, ">", `\>`, "#", `\#`, "~", `\~`, "&", `\&`,
+	"!", `\!`, "\r\n", " ", "\n", " ", "\r", " ",
+)
+
+func md(s string) string { return mdEscaper.Replace(s) }
+
+func pct(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) + "%" }
+
+// Markdown writes a human-readable summary: the leaderboard, the pairwise
+// comparisons, the task × agent matrix, reproducibility and integrity. The
+// per-trial list is left to the CSV and JSON forms.
+func (r *Report) Markdown(w io.Writer) error {
+	ew := &errWriter{w: w}
+	p := ew.printf
+	p("# Report: %s\n\n", md(r.Suite))
+	p("Generated %s. Schema %s.\n\n", r.Generated.UTC().Format(time.RFC3339), Schema)
+
+	p("## Leaderboard\n\n")
+	p("| Agent | Trials | Passed | Pass rate | 95%% CI | Mean reward | pass@k | Compromised | Errors | Timeouts | Limits | Model calls | Input tokens | Output tokens | Wall median ms | Wall p90 ms |\n")
+	p("|---|--:|--:|--:|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n")
+	for _, a := range r.Agents {
+		var ks []string
+		for _, k := range a.PassAtK {
+			ks = append(ks, fmt.Sprintf("@%d %s", k.K, pct(k.Value)))
+		}
+		p("| %s | %d | %d | %s | %s – %s | %.3f | %s | %d | %d | %d | %d | %d | %d | %d | %d | %d |\n",
+			md(a.Name), a.Trials, a.Passed, pct(a.PassRate), pct(a.CILow), pct(a.CIHigh),
+			a.MeanReward, strings.Join(ks, ", "), a.Compromised, a.Errors, a.Timeouts, a.Limits,
+			a.ModelCalls, a.InputTokens, a.OutputTokens, a.WallMSMedian, a.WallMSP90)
+	}
+
+	if len(r.Comparisons) > 0 {
+		p("\n## Pairwise comparisons\n\n")
+		p("Exact two-sided sign test over the tasks where the pass rates differ.\n\n")
+		p("| A | B | Shared tasks | A better | B better | Ties | Mean difference | p-value |\n")
+		p("|---|---|--:|--:|--:|--:|--:|--:|\n")
+		for _, c := range r.Comparisons {
+			p("| %s | %s | %d | %d | %d | %d | %+.3f | %.4g |\n",
+				md(c.A), md(c.B), c.SharedTasks, c.Wins, c.Losses, c.Ties, c.MeanDifference, c.PValue)
+		}
+	}
+
+	p("\n## Tasks × agents (passed/trials)\n\n| Task |")
+	for _, a := range r.Matrix.Agents {
+		p(" %s |", md(a))
+	}
+	p("\n|---|%s\n", strings.Repeat("--:|", len(r.Matrix.Agents)))
+	for _, row := range r.Matrix.Rows {
+		p("| %s |", md(row.Task))
+		for _, c := range row.Cells {
+			if c.Trials == 0 {
+				p(" – |")
+				continue
+			}
+			p(" %d/%d |", c.Passed, c.Trials)
+		}
+		p("\n")
+	}
+	p("\nUnsolved by every agent: %s\n\n", list(r.Matrix.Unsolved))
+	p("Solved by every agent (at least one pass each): %s\n", list(r.Matrix.SolvedByAll))
+
+	rp := r.Reproducibility
+	p("\n## Reproducibility\n\n")
+	p("%d of %d agent × task cells disagree (some trials pass, some fail).\n", rp.Disagreeing, rp.Cells)
+	if rp.Disagreeing > 0 {
+		p("\n| Agent | Task | Passed | Trials | Reward std. dev. |\n|---|---|--:|--:|--:|\n")
+		for _, c := range rp.Results {
+			if c.Disagree {
+				p("| %s | %s | %d | %d | %.3f |\n", md(c.Agent), md(c.Task), c.Passed, c.Trials, c.RewardStddev)
+			}
+		}
+	}
+	p("\nRegrades: %d checked, %d differed.\n", rp.Regrades.Checked, rp.Regrades.Differing)
+	if len(rp.Regrades.Mismatches) > 0 {
+		p("\n| Agent | Task | Trial | Detail |\n|---|---|--:|---|\n")
+		for _, g := range rp.Regrades.Mismatches {
+			p("| %s | %s | %d | %s |\n", md(g.Agent), md(g.Task), g.Index, md(g.Detail))
+		}
+	}
+
+	ig := r.Integrity
+	p("\n## Integrity\n\n%d compromised trials.\n", ig.Compromised)
+	if ig.Compromised > 0 {
+		p("\n| Agent | Compromised | By violation kind |\n|---|--:|---|\n")
+		for _, a := range ig.ByAgent {
+			p("| %s | %d | %s |\n", md(a.Agent), a.Compromised, kinds(a.Kinds, md))
+		}
+	}
+	p("\n%d trials failed verification and are excluded from every number.\n", len(ig.Unverified))
+	if len(ig.Unverified) > 0 {
+		p("\n| Agent | Task | Trial | Bundle | Error |\n|---|---|--:|---|---|\n")
+		for _, u := range ig.Unverified {
+			p("| %s | %s | %d | %s | %s |\n", md(u.Agent), md(u.Task), u.Index, md(u.Bundle), md(u.Error))
+		}
+	}
+	if ew.err != nil {
+		return fmt.Errorf("writing Markdown report: %w", ew.err)
+	}
+	return nil
+}
+
+func list(names []string) string {
+	if len(names) == 0 {
+		return "none"
+	}
+	out := make([]string, len(names))
+	for i, n := range names {
+		out[i] = md(n)
+	}
+	return strings.Join(out, ", ")
+}
+
+// kinds formats violation counts as "kind: n, …" in kind order.
+func kinds(m map[string]int, esc func(string) string) string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	for i, k := range ks {
+		ks[i] = fmt.Sprintf("%s: %d", esc(k), m[k])
+	}
+	return strings.Join(ks, ", ")
+}
+
+// errWriter keeps the first write error and skips the writes after it.
+type errWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (e *errWriter) printf(format string, args ...any) {
+	if e.err == nil {
+		_, e.err = fmt.Fprintf(e.w, format, args...)
+	}
+}
