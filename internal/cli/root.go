@@ -52,11 +52,11 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := newRoot(stdin, stdout, stderr)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
-	return report(err, stderr)
+	return reportError(err, stderr)
 }
 
-// report prints err in the house format and returns the exit code.
-func report(err error, stderr io.Writer) int {
+// reportError prints err in the house format and returns the exit code.
+func reportError(err error, stderr io.Writer) int {
 	if err == nil {
 		return 0
 	}
@@ -97,7 +97,8 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	})
 	root.CompletionOptions.DisableDefaultCmd = true
 	root.AddCommand(newExecCmd(stdin, stdout, stderr), newRunCmd(stdout, stderr), newValidateCmd(stdout, stderr),
-		newKeygenCmd(stdout), newVerifyCmd(stdout), newRegradeCmd(stdout, stderr), newProbeCmd(stdout), newInitCmd())
+		newKeygenCmd(stdout), newVerifyCmd(stdout), newRegradeCmd(stdout, stderr), newProbeCmd(stdout), newInitCmd(),
+		newBenchCmd(stdout, stderr), newReportCmd(stdout, stderr))
 	// Unknown subcommands and stray arguments are usage errors too.
 	root.Args = func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {

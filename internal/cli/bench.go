@@ -1,0 +1,295 @@
+package cli
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/proctor-sandbox/proctor/internal/bundle"
+	"github.com/proctor-sandbox/proctor/internal/store"
+	"github.com/proctor-sandbox/proctor/internal/suite"
+	"github.com/proctor-sandbox/proctor/internal/task"
+)
+
+// SuiteKeyFile is the key a suite started without --key signs with, kept in
+// its directory (its public half beside it) so that a resume signs alike.
+const SuiteKeyFile = "suite.key"
+
+func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		taskDirs, agents []string
+		trials, jobs     int
+		out, resume      string
+		agentDir         string
+		tf               trialFlags
+		nf               netFlags
+	)
+	c := &cobra.Command{
+		Use:   "bench --tasks DIR [DIR...] --agent NAME=COMMAND [--agent ...] --trials N --out DIR",
+		Short: "Run every agent on every task, several trials each, into a resumable suite",
+		Long: `Run a suite: every --agent on every task of --tasks (task directories, or
+directories of them), --trials times each, --jobs at a time (default: what
+the CPUs and memory hold at the tasks' limits). Every trial is an ordinary
+proctor run with its own signed bundle under DIR/trials/; DIR/proctor.db is
+the store of what is done. Killed at any moment, a suite loses no finished
+trial: proctor bench --resume DIR runs what is left. proctor report DIR
+reads the results.
+
+Exit status: 0 when every trial ran (whatever they scored); 125 when the
+suite could not run; 130 when stopped (resumable); 2 for a wrong command
+line.`,
+		RunE: func(c *cobra.Command, args []string) error {
+			if resume != "" {
+				if len(taskDirs)+len(agents)+len(args) > 0 || out != "" {
+					return usageErr("--resume takes the suite directory alone: its tasks, agents and flags are in its store")
+				}
+				return resumeSuite(c, resume, jobs, stdout, stderr)
+			}
+			taskDirs = append(taskDirs, args...)
+			if len(taskDirs) == 0 {
+				return usageErr("--tasks: not set")
+			}
+			if len(agents) == 0 {
+				return usageErr("--agent: not set (NAME=COMMAND)")
+			}
+			if out == "" {
+				return usageErr("--out: not set")
+			}
+			if trials < 1 {
+				return usageErr("--trials: want 1 or more, got %d", trials)
+			}
+			return startSuite(c, startArgs{taskDirs, agents, trials, jobs, out, agentDir, &tf, &nf}, stdout, stderr)
+		},
+	}
+	c.Flags().StringArrayVar(&taskDirs, "tasks", nil, "a task directory, or a directory of them (repeatable; more may follow as arguments)")
+	c.Flags().StringArrayVar(&agents, "agent", nil, "NAME=COMMAND: an agent to run (repeatable)")
+	c.Flags().IntVar(&trials, "trials", 1, "trials of each agent on each task")
+	c.Flags().IntVar(&jobs, "jobs", 0, "trials at once (default: what the CPUs and memory hold)")
+	c.Flags().StringVar(&out, "out", "", "the suite directory (created; must be empty)")
+	c.Flags().StringVar(&resume, "resume", "", "resume the suite in this directory")
+	c.Flags().StringVar(&agentDir, "agent-dir", "", "a directory mounted read-only at /agent in every trial")
+	tf.register(c)
+	nf.register(c)
+	return c
+}
+
+type startArgs struct {
+	taskDirs, agents []string
+	trials, jobs     int
+	out, agentDir    string
+	tf               *trialFlags
+	nf               *netFlags
+}
+
+var agentName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
+	var agents []store.Agent
+	for _, s := range a.agents {
+		name, cmd, ok := strings.Cut(s, "=")
+		if !ok || strings.TrimSpace(cmd) == "" {
+			return usageErr("--agent %q: want NAME=COMMAND", s)
+		}
+		if !agentName.MatchString(name) {
+			return usageErr("--agent %q: the name must be 1-64 of letters, digits, '.', '_', '-'", name)
+		}
+		if slices.ContainsFunc(agents, func(x store.Agent) bool { return x.Name == name }) {
+			return usageErr("--agent %s: given twice", name)
+		}
+		agents = append(agents, store.Agent{Name: name, Command: cmd})
+	}
+	tasks, loaded, err := findTasks(a.taskDirs)
+	if err != nil {
+		return err
+	}
+	if des, err := os.ReadDir(a.out); err == nil && len(des) > 0 {
+		if _, serr := os.Stat(filepath.Join(a.out, store.File)); serr == nil {
+			return &exitError{code: exitSetup, err: fmt.Errorf("--out %s: holds a suite already", a.out), hint: "proctor bench --resume " + a.out}
+		}
+		return fmt.Errorf("--out %s: not empty", a.out)
+	}
+	o, err := a.tf.baseOptions(stderr)
+	if err != nil {
+		return err
+	}
+	flags := suite.RunFlags{CacheDir: o.CacheDir, ScratchDir: a.tf.scratchDir, AllowHosts: a.nf.allowHosts,
+		Gateways: a.nf.gateways, NoAudit: a.nf.noAudit, Jobs: a.jobs}
+	for _, p := range []*string{&a.agentDir, &a.nf.config} {
+		if *p != "" {
+			if *p, err = filepath.Abs(*p); err != nil {
+				return err
+			}
+		}
+	}
+	flags.AgentDir, flags.Config = a.agentDir, a.nf.config
+	for _, t := range loaded {
+		flags.MaxCPUs = max(flags.MaxCPUs, t.Environment.CPUs)
+		flags.MaxMemoryMB = max(flags.MaxMemoryMB, t.Environment.MemoryMB)
+	}
+	if err := os.MkdirAll(a.out, 0o755); err != nil {
+		return fmt.Errorf("--out: %w", err)
+	}
+	key := a.tf.keyFile
+	if key == "" {
+		key = os.Getenv("PROCTOR_KEY_FILE")
+	}
+	if key == "" {
+		key = filepath.Join(a.out, SuiteKeyFile)
+		priv, err := bundle.GenerateKey()
+		if err != nil {
+			return err
+		}
+		if err := bundle.WriteKeyFiles(key, priv); err != nil {
+			return err
+		}
+		fmt.Fprintf(stderr, "proctor: no --key: the suite signs with a key of its own, %s (%s)\n", key,
+			bundle.Fingerprint(priv.Public().(ed25519.PublicKey)))
+	} else if err := keyOutsideSandboxes(key); err != nil {
+		return err
+	}
+	if flags.Key, err = filepath.Abs(key); err != nil {
+		return err
+	}
+	if flags.AgentDir != "" && (flags.Key == flags.AgentDir || strings.HasPrefix(flags.Key, flags.AgentDir+"/")) {
+		return fmt.Errorf("--key %s: lies under --agent-dir %s, which every agent sees", key, flags.AgentDir)
+	}
+	st, err := store.Open(a.out)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	opts, _ := json.Marshal(flags)
+	if err := st.CreateSuite(store.Suite{Trials: a.trials, Agents: agents, Tasks: tasks, Options: opts, Created: time.Now().UTC()}); err != nil {
+		return err
+	}
+	return runSuite(c, a.out, st, flags, a.jobs, stdout, stderr)
+}
+
+func resumeSuite(c *cobra.Command, dir string, jobs int, stdout, stderr io.Writer) error {
+	st, err := store.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	su, err := st.Suite()
+	if err != nil {
+		return err
+	}
+	var flags suite.RunFlags
+	if err := json.Unmarshal(su.Options, &flags); err != nil {
+		return fmt.Errorf("%s: the suite's run flags: %w", filepath.Join(dir, store.File), err)
+	}
+	return runSuite(c, dir, st, flags, jobs, stdout, stderr)
+}
+
+func runSuite(c *cobra.Command, dir string, st *store.Store, flags suite.RunFlags, jobs int, stdout, stderr io.Writer) error {
+	if jobs > 0 {
+		flags.Jobs = jobs
+	}
+	if flags.Jobs <= 0 {
+		flags.Jobs = suite.DefaultJobs(flags.MaxCPUs, flags.MaxMemoryMB)
+	}
+	r := &suite.Runner{Dir: dir, Store: st, Flags: flags, Log: stderr, Terminal: isTerminal(stderr)}
+	fin, requeued, err := r.Recover()
+	if err != nil {
+		return err
+	}
+	if fin+requeued > 0 {
+		fmt.Fprintf(stderr, "proctor: %d trial(s) were running when the last runner stopped: %d had finished (recorded), %d queued again\n", fin+requeued, fin, requeued)
+	}
+	counts, err := st.Counts()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "proctor: suite %s: %d trial(s) to run, %d done, %d at a time\n", dir, counts["pending"], counts["done"]+counts["failed"], flags.Jobs)
+	err = r.Run(c.Context())
+	if errors.Is(err, c.Context().Err()) && c.Context().Err() != nil {
+		fmt.Fprintf(stderr, "proctor: stopped; resume with: proctor bench --resume %s\n", dir)
+		return exitStatus(130)
+	}
+	if err != nil {
+		return err
+	}
+	counts, err = st.Counts()
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "suite %s: %d trial(s) done, %d could not run; proctor report %s\n", dir, counts["done"], counts["failed"], dir)
+	return nil
+}
+
+// findTasks loads the tasks of dirs: each a task (it holds task.toml) or a
+// directory of tasks. Names must be unique.
+func findTasks(dirs []string) ([]store.Task, []*task.Task, error) {
+	var out []store.Task
+	var loaded []*task.Task
+	seen := map[string]string{}
+	add := func(dir string) error {
+		t, err := task.Load(dir)
+		if err != nil {
+			return err
+		}
+		abs, err := filepath.Abs(t.Dir)
+		if err != nil {
+			return err
+		}
+		if other, ok := seen[t.Name]; ok {
+			return fmt.Errorf("two tasks named %q: %s and %s", t.Name, other, abs)
+		}
+		seen[t.Name] = abs
+		d, err := task.Digest(abs)
+		if err != nil {
+			return err
+		}
+		out = append(out, store.Task{Name: t.Name, Dir: abs, Digest: d})
+		loaded = append(loaded, t)
+		return nil
+	}
+	for _, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, "task.toml")); err == nil {
+			if err := add(d); err != nil {
+				return nil, nil, err
+			}
+			continue
+		}
+		des, err := os.ReadDir(d)
+		if err != nil {
+			return nil, nil, fmt.Errorf("--tasks %s: %w", d, err)
+		}
+		n := 0
+		for _, de := range des {
+			sub := filepath.Join(d, de.Name())
+			if _, err := os.Stat(filepath.Join(sub, "task.toml")); err == nil && de.IsDir() {
+				if err := add(sub); err != nil {
+					return nil, nil, err
+				}
+				n++
+			}
+		}
+		if n == 0 {
+			return nil, nil, fmt.Errorf("--tasks %s: neither a task (no task.toml) nor a directory of tasks", d)
+		}
+	}
+	return out, loaded, nil
+}
+
+// isTerminal reports whether w is a terminal.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
+	return err == nil
+}

@@ -1,0 +1,51 @@
+package suite
+
+import (
+	"bufio"
+	"math"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+)
+
+// DefaultJobs is how many trials may run at once on this machine: as many
+// as the CPUs hold at the largest task's CPU limit, and as the memory
+// available holds at the largest task's memory limit (each trial's agent
+// and grader run one after the other, so one trial holds one limit at a
+// time), at least one.
+func DefaultJobs(maxCPUs float64, maxMemoryMB int64) int {
+	return jobsFor(runtime.NumCPU(), memAvailableMB(), maxCPUs, maxMemoryMB)
+}
+
+func jobsFor(ncpu int, availMB int64, maxCPUs float64, maxMemoryMB int64) int {
+	j := ncpu
+	if maxCPUs > 0 {
+		j = min(j, int(math.Floor(float64(ncpu)/maxCPUs)))
+	}
+	if maxMemoryMB > 0 && availMB > 0 {
+		// Keep a tenth of the memory for the host and the harness.
+		j = min(j, int(availMB*9/10/maxMemoryMB))
+	}
+	return max(j, 1)
+}
+
+// memAvailableMB reads MemAvailable from /proc/meminfo (0 if unknown).
+func memAvailableMB() int64 {
+	f, err := os.Open("/proc/meminfo")
+	if err != nil {
+		return 0
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) >= 2 && fields[0] == "MemAvailable:" {
+			kb, err := strconv.ParseInt(fields[1], 10, 64)
+			if err == nil {
+				return kb / 1024
+			}
+		}
+	}
+	return 0
+}

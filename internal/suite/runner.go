@@ -1,0 +1,356 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/proctor-sandbox/proctor/internal/store"
+	"github.com/proctor-sandbox/proctor/internal/trial"
+)
+
+// RunFlags are the `proctor run` flags every trial of a suite gets, kept in
+// the store so that a resumed suite runs its trials as it began them.
+type RunFlags struct {
+	AgentDir    string   `json:"agent_dir,omitempty"`
+	Key         string   `json:"key"` // absolute path of the signing key
+	CacheDir    string   `json:"cache_dir,omitempty"`
+	ScratchDir  string   `json:"scratch_dir,omitempty"`
+	AllowHosts  []string `json:"allow_hosts,omitempty"`
+	Gateways    []string `json:"model_gateways,omitempty"`
+	Config      string   `json:"config,omitempty"`
+	NoAudit     bool     `json:"no_audit,omitempty"`
+	Jobs        int      `json:"jobs"`
+	MaxMemoryMB int64    `json:"max_memory_mb"` // the largest task memory limit
+	MaxCPUs     float64  `json:"max_cpus"`
+}
+
+// args returns the run flags as `proctor run` arguments.
+func (f *RunFlags) args() []string {
+	a := []string{"--key", f.Key, "-q"}
+	if f.AgentDir != "" {
+		a = append(a, "--agent-dir", f.AgentDir)
+	}
+	if f.CacheDir != "" {
+		a = append(a, "--cache-dir", f.CacheDir)
+	}
+	if f.ScratchDir != "" {
+		a = append(a, "--scratch-dir", f.ScratchDir)
+	}
+	for _, h := range f.AllowHosts {
+		a = append(a, "--allow-host", h)
+	}
+	for _, g := range f.Gateways {
+		a = append(a, "--model-gateway", g)
+	}
+	if f.Config != "" {
+		a = append(a, "--config", f.Config)
+	}
+	if f.NoAudit {
+		a = append(a, "--no-audit")
+	}
+	return a
+}
+
+// Runner runs a suite's pending trials. Exe is the proctor binary the
+// trials run as (os.Executable by default); Log gets one line per trial
+// finished and Progress, when set, a live status line instead.
+type Runner struct {
+	Dir      string
+	Store    *store.Store
+	Flags    RunFlags
+	Exe      string
+	Log      io.Writer
+	Terminal bool // Log is a terminal: one status line, redrawn
+}
+
+// TrialDir is where trial t's output goes, relative to the suite directory.
+func TrialDir(t *store.Trial) string {
+	return filepath.Join("trials", safeName(t.Agent), safeName(t.Task), strconv.Itoa(t.Index))
+}
+
+// safeName keeps a name usable as one path element.
+func safeName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r == '/' || r == 0 || r == '\\' {
+			return '_'
+		}
+		return r
+	}, s)
+	if s == "" || s == "." || s == ".." {
+		s = "_" + s
+	}
+	return s
+}
+
+// Run runs every pending trial, Flags.Jobs at a time, until none is left
+// or ctx ends. On ctx's end it kills the trials running, puts them back in
+// the queue, and returns ctx's error: the store is then ready for Resume.
+func (r *Runner) Run(ctx context.Context) error {
+	if r.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		r.Exe = exe
+	}
+	su, err := r.Store.Suite()
+	if err != nil {
+		return err
+	}
+	tasks := map[string]store.Task{}
+	for _, t := range su.Tasks {
+		tasks[t.Name] = t
+	}
+	agents := map[string]store.Agent{}
+	for _, a := range su.Agents {
+		agents[a.Name] = a
+	}
+	p := newProgress(r.Store, su, r.Log, r.Terminal)
+	defer p.close()
+
+	jobs := max(r.Flags.Jobs, 1)
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		firstEr error
+	)
+	sem := make(chan struct{}, jobs)
+	for ctx.Err() == nil {
+		sem <- struct{}{}
+		if ctx.Err() != nil {
+			<-sem
+			break
+		}
+		mu.Lock()
+		stop := firstEr != nil
+		mu.Unlock()
+		if stop {
+			<-sem
+			break
+		}
+		t, err := r.Store.Claim()
+		if err != nil || t == nil {
+			<-sem
+			if err != nil {
+				mu.Lock()
+				firstEr = err
+				mu.Unlock()
+			}
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			res := r.runTrial(ctx, t, agents[t.Agent], tasks[t.Task])
+			if ctx.Err() != nil && res.BundleSHA256 == "" {
+				return // cut by the stop: requeued below
+			}
+			if err := r.Store.Finish(t.ID, res); err != nil {
+				mu.Lock()
+				if firstEr == nil {
+					firstEr = err
+				}
+				mu.Unlock()
+				return
+			}
+			p.finished(t, &res)
+		}()
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		if err := r.requeue(); err != nil {
+			return err
+		}
+		return ctx.Err()
+	}
+	return firstEr
+}
+
+// requeue puts the trials that were running back in the queue and removes
+// what they wrote.
+func (r *Runner) requeue() error {
+	ts, err := r.Store.Trials()
+	if err != nil {
+		return err
+	}
+	for i := range ts {
+		if ts[i].State == "running" {
+			if err := os.RemoveAll(filepath.Join(r.Dir, TrialDir(&ts[i]))); err != nil {
+				return fmt.Errorf("removing the interrupted trial's output: %w", err)
+			}
+		}
+	}
+	_, err = r.Store.Requeue()
+	return err
+}
+
+// Recover prepares a suite after its runner was killed. A trial left
+// running whose bundle is on disk had finished (the bundle is a trial's
+// last write, and atomic): it is recorded, never run again. The others go
+// back to the queue, their partial output removed. It returns how many
+// were recorded and how many requeued.
+func (r *Runner) Recover() (finished, requeued int, err error) {
+	ts, err := r.Store.Trials()
+	if err != nil {
+		return 0, 0, err
+	}
+	for i := range ts {
+		t := &ts[i]
+		if t.State != "running" {
+			continue
+		}
+		rel := TrialDir(t)
+		if _, err := os.Stat(filepath.Join(r.Dir, rel, trial.BundleFile)); err == nil {
+			res := readResult(filepath.Join(r.Dir, rel), rel, 0)
+			if err := r.Store.Finish(t.ID, res); err != nil {
+				return finished, 0, err
+			}
+			finished++
+			continue
+		}
+		requeued++
+	}
+	return finished, requeued, r.requeue()
+}
+
+// runTrial runs one trial as a `proctor run` process that dies with this
+// one, and reads its verdict.
+func (r *Runner) runTrial(ctx context.Context, t *store.Trial, a store.Agent, tk store.Task) store.Result {
+	rel := TrialDir(t)
+	out := filepath.Join(r.Dir, rel)
+	res := store.Result{Out: rel}
+	if err := os.RemoveAll(out); err != nil { // a half-written earlier attempt
+		res.Error = err.Error()
+		return res
+	}
+	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	args := append([]string{"run", "--task", tk.Dir, "--agent", a.Command, "--out", out}, r.Flags.args()...)
+	var stderr bytes.Buffer
+	start := time.Now()
+	err := runChild(ctx, r.Exe, args, &stderr)
+	wall := time.Since(start).Milliseconds()
+	if _, serr := os.Stat(filepath.Join(out, trial.BundleFile)); serr != nil {
+		msg := strings.TrimSpace(stderr.String())
+		if msg == "" && err != nil {
+			msg = err.Error()
+		}
+		res.Error, res.WallMS = lastLine(msg), wall
+		if res.Error == "" {
+			res.Error = "no bundle"
+		}
+		return res
+	}
+	return readResult(out, rel, wall)
+}
+
+// readResult reads a finished trial's verdict and bundle digest.
+func readResult(out, rel string, wallMS int64) store.Result {
+	res := store.Result{Out: rel, WallMS: wallMS}
+	v, err := readVerdict(out)
+	if err != nil {
+		res.Error = err.Error()
+		return res
+	}
+	if res.WallMS == 0 {
+		res.WallMS = v.TimingsMS["total"]
+	}
+	res.Status, res.Passed, res.Reward = string(v.Status), v.Passed, v.Reward
+	res.AgentMS, res.GraderMS = v.Phases[trial.PhaseAgent].WallMS, v.Phases[trial.PhaseGrader].WallMS
+	if v.Models != nil {
+		res.ModelCalls = v.Models.Calls
+		for _, u := range v.Models.Usage {
+			res.InputTokens += u.InputTokens
+			res.OutputTokens += u.OutputTokens
+		}
+	}
+	for _, vi := range v.Violations {
+		res.Violations = append(res.Violations, vi.Kind)
+	}
+	if v.Error != "" {
+		res.Error = v.Error
+	}
+	sum, err := fileSHA256(filepath.Join(out, trial.BundleFile))
+	if err != nil {
+		res.Error = "no bundle: " + err.Error()
+		return res
+	}
+	res.BundleSHA256 = sum
+	return res
+}
+
+// runChild runs proctor with args. The child gets SIGKILL when the thread
+// that started it ends, so it never outlives this process; ctx's end kills
+// it too.
+func runChild(ctx context.Context, exe string, args []string, stderr io.Writer) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the parent-death signal follows this thread
+		cmd := exec.Command(exe, args...)
+		cmd.Stdout, cmd.Stderr = io.Discard, stderr
+		cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+		if err := cmd.Start(); err != nil {
+			errc <- err
+			return
+		}
+		stop := context.AfterFunc(ctx, func() { _ = cmd.Process.Kill() })
+		err := cmd.Wait()
+		stop()
+		errc <- err
+	}()
+	return <-errc
+}
+
+func readVerdict(out string) (*trial.Verdict, error) {
+	data, err := os.ReadFile(filepath.Join(out, trial.VerdictFile))
+	if err != nil {
+		return nil, err
+	}
+	var v trial.Verdict
+	if err := json.Unmarshal(data, &v); err != nil {
+		return nil, fmt.Errorf("%s: %w", trial.VerdictFile, err)
+	}
+	return &v, nil
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	return s
+}
+
+// ErrNothingToRun is returned by a resume of a suite with no trial left.
+var ErrNothingToRun = errors.New("every trial of the suite is done")

@@ -1,0 +1,178 @@
+package suite_test
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/proctor-sandbox/proctor/internal/cli"
+	"github.com/proctor-sandbox/proctor/internal/sandbox"
+	"github.com/proctor-sandbox/proctor/internal/store"
+	"github.com/proctor-sandbox/proctor/internal/suite"
+)
+
+// The test binary is proctor: the runner starts it for each trial, and the
+// tests start it as `proctor bench` to kill it.
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && (os.Args[1] == sandbox.InitCommand || os.Args[1] == "run" || os.Args[1] == "bench") {
+		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	}
+	os.Exit(m.Run())
+}
+
+func requireRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() == 0 {
+		return
+	}
+	if os.Getenv("PROCTOR_NO_SKIP") != "" || os.Getenv("CI") == "true" {
+		t.Fatal("cannot run here: needs root (under CI a skipped test is a failure)")
+	}
+	t.Skip("needs root: proctor run does")
+}
+
+func repoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+func cacheDir(t *testing.T) string {
+	if d := os.Getenv("PROCTOR_TEST_CACHE"); d != "" {
+		return d
+	}
+	return t.TempDir()
+}
+
+// bench runs `proctor bench args` as a child process.
+func bench(args ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], append([]string{"bench"}, args...)...)
+	cmd.Env = append(os.Environ(), "CI=") // the child is proctor, not a test
+	return cmd
+}
+
+func bundles(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	m := map[string]string{}
+	paths, _ := filepath.Glob(filepath.Join(dir, "trials", "*", "*", "*", "bundle.json"))
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum := sha256.Sum256(data)
+		m[p] = hex.EncodeToString(sum[:])
+	}
+	return m
+}
+
+// Killed with SIGKILL in the middle of a suite, the runner leaves no process
+// and, once resumed, no mount of its own; the resume loses no finished trial
+// and runs none twice to completion.
+func TestKillAndResume(t *testing.T) {
+	requireRoot(t)
+	dir := filepath.Join(t.TempDir(), "suite")
+	tasks := filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix")
+	agents := filepath.Join(repoRoot(), "examples", "agents")
+	args := []string{"--tasks", tasks, "--agent", "honest=sh /agent/honest.sh", "--agent", "nop=sleep 0.3",
+		"--agent-dir", agents, "--trials", "4", "--jobs", "2", "--out", dir, "--cache-dir", cacheDir(t), "-q"}
+	cmd := bench(args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	// Kill once some trials are done and others run.
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(bundles(t, dir)) < 2 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	killed := cmd.Process.Pid
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	before := bundles(t, dir)
+	if len(before) < 2 {
+		t.Fatalf("the suite made %d bundles before the kill\n%s", len(before), stderr.String())
+	}
+	// Nothing of the killed runner runs on: its trials died with it.
+	time.Sleep(200 * time.Millisecond)
+	if left := processesNaming(dir); len(left) > 0 {
+		t.Fatalf("processes of the killed runner live on: %v", left)
+	}
+
+	resume := bench("--resume", dir, "-q")
+	out, err := resume.CombinedOutput()
+	if err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	counts, _ := st.Counts()
+	if counts["done"] != 8 || counts["pending"]+counts["running"]+counts["failed"] != 0 {
+		t.Fatalf("after resume: %v\n%s", counts, out)
+	}
+	after := bundles(t, dir)
+	if len(after) != 8 {
+		t.Fatalf("%d bundles after resume, want 8", len(after))
+	}
+	for p, sum := range before {
+		if after[p] != sum {
+			t.Errorf("%s was run again after it had finished", p)
+		}
+	}
+	ts, _ := st.Trials()
+	for _, tr := range ts {
+		if tr.Result == nil || tr.Result.BundleSHA256 != after[filepath.Join(dir, suite.TrialDir(&tr), "bundle.json")] {
+			t.Errorf("trial %s × %s #%d: the store's bundle digest is not the bundle's", tr.Agent, tr.Task, tr.Index)
+		}
+		if tr.Agent == "honest" && !tr.Result.Passed || tr.Agent == "nop" && tr.Result.Passed {
+			t.Errorf("trial %s #%d: passed=%t", tr.Agent, tr.Index, tr.Result.Passed)
+		}
+	}
+	// The next trials removed the killed runner's scratch mounts.
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	if strings.Contains(string(mi), "proctor-scratch-"+strconv.Itoa(killed)+"-") {
+		t.Errorf("a scratch mount of the killed runner is left")
+	}
+
+	// A second runner on the same directory is refused while one holds it.
+	st.Close()
+	holder, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer holder.Close()
+	second, _ := bench("--resume", dir).CombinedOutput()
+	if !strings.Contains(string(second), "in use") {
+		t.Errorf("a second runner: %s", second)
+	}
+}
+
+// processesNaming lists live processes whose command line holds s (a
+// trial's proctor run names its output directory; an orphan would have
+// been reparented, so ancestry would not find it).
+func processesNaming(s string) []string {
+	var out []string
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		if _, err := strconv.Atoi(e.Name()); err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/cmdline")
+		if err == nil && bytes.Contains(b, []byte(s)) {
+			out = append(out, e.Name()+": "+strings.ReplaceAll(string(b), "\x00", " "))
+		}
+	}
+	return out
+}
