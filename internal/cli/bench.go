@@ -54,7 +54,7 @@ line.`,
 				if len(taskDirs)+len(agents)+len(args) > 0 || out != "" {
 					return usageErr("--resume takes the suite directory alone: its tasks, agents and flags are in its store")
 				}
-				return resumeSuite(c, resume, jobs, stdout, stderr)
+				return resumeSuite(c, resume, jobs, tf.quiet, stdout, stderr)
 			}
 			taskDirs = append(taskDirs, args...)
 			if len(taskDirs) == 0 {
@@ -173,10 +173,10 @@ func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
 	if err := st.CreateSuite(store.Suite{Trials: a.trials, Agents: agents, Tasks: tasks, Options: opts, Created: time.Now().UTC()}); err != nil {
 		return err
 	}
-	return runSuite(c, a.out, st, flags, a.jobs, stdout, stderr)
+	return runSuite(c, a.out, st, flags, a.jobs, a.tf.quiet, stdout, stderr)
 }
 
-func resumeSuite(c *cobra.Command, dir string, jobs int, stdout, stderr io.Writer) error {
+func resumeSuite(c *cobra.Command, dir string, jobs int, quiet bool, stdout, stderr io.Writer) error {
 	st, err := store.Open(dir)
 	if err != nil {
 		return err
@@ -190,10 +190,10 @@ func resumeSuite(c *cobra.Command, dir string, jobs int, stdout, stderr io.Write
 	if err := json.Unmarshal(su.Options, &flags); err != nil {
 		return fmt.Errorf("%s: the suite's run flags: %w", filepath.Join(dir, store.File), err)
 	}
-	return runSuite(c, dir, st, flags, jobs, stdout, stderr)
+	return runSuite(c, dir, st, flags, jobs, quiet, stdout, stderr)
 }
 
-func runSuite(c *cobra.Command, dir string, st *store.Store, flags suite.RunFlags, jobs int, stdout, stderr io.Writer) error {
+func runSuite(c *cobra.Command, dir string, st *store.Store, flags suite.RunFlags, jobs int, quiet bool, stdout, stderr io.Writer) error {
 	if jobs > 0 {
 		flags.Jobs = jobs
 	}
@@ -201,6 +201,9 @@ func runSuite(c *cobra.Command, dir string, st *store.Store, flags suite.RunFlag
 		flags.Jobs = suite.DefaultJobs(flags.MaxCPUs, flags.MaxMemoryMB)
 	}
 	r := &suite.Runner{Dir: dir, Store: st, Flags: flags, Log: stderr, Terminal: isTerminal(stderr)}
+	if quiet {
+		r.Log = nil
+	}
 	fin, requeued, err := r.Recover()
 	if err != nil {
 		return err
@@ -212,7 +215,9 @@ func runSuite(c *cobra.Command, dir string, st *store.Store, flags suite.RunFlag
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stderr, "proctor: suite %s: %d trial(s) to run, %d done, %d at a time\n", dir, counts["pending"], counts["done"]+counts["failed"], flags.Jobs)
+	if !quiet {
+		fmt.Fprintf(stderr, "proctor: suite %s: %d trial(s) to run, %d done, %d at a time\n", dir, counts["pending"], counts["done"]+counts["failed"], flags.Jobs)
+	}
 	err = r.Run(c.Context())
 	if errors.Is(err, c.Context().Err()) && c.Context().Err() != nil {
 		fmt.Fprintf(stderr, "proctor: stopped; resume with: proctor bench --resume %s\n", dir)
