@@ -32,6 +32,8 @@ test: deps
 bench: deps
 	bash bench/startup.sh
 	bash bench/trial.sh
+	bash bench/audit.sh
+	bash bench/suite.sh
 
 clean:
 	rm -rf bin

@@ -47,6 +47,9 @@ for name, r in rs.items():
     print(f"  {name:24} {m*1000:8.0f} ms  {m*1000/n:6.1f} ms/trial  x{seq/m:.2f} vs one by one")
 PY
 
+# hyperfine's --prepare removed b1 before the last command: one more, untimed.
+rm -rf "$work/b1"
+$p bench -q $common --tasks "$task" --agent a=true --trials 1 --jobs 1 --out "$work/b1" >/dev/null
 go run ./bench/reportscale -from "$work/b1" -out "$work/big" -agents 10 -tasks 100 -trials 10
 hyperfine -N --warmup 1 --runs 3 \
 	-n "report json, 10,000 trials" "$p report $work/big --format json --regrade 0 -o $work/r.json" \

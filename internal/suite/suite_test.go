@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,4 +176,47 @@ func processesNaming(s string) []string {
 		}
 	}
 	return out
+}
+
+// Ctrl-C stops a suite cleanly: exit 130, nothing left running in the
+// store, and a resume finishes it.
+func TestInterruptAndResume(t *testing.T) {
+	requireRoot(t)
+	dir := filepath.Join(t.TempDir(), "suite")
+	tasks := filepath.Join(repoRoot(), "examples", "tasks", "hello-state")
+	cmd := bench("--tasks", tasks, "--agent", "slow=sleep 0.5", "--trials", "6", "--jobs", "2",
+		"--out", dir, "--cache-dir", cacheDir(t), "-q")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for len(bundles(t, dir)) < 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd.Process.Signal(syscall.SIGINT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 130 {
+		t.Fatalf("after SIGINT: %v, want exit 130\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "proctor bench --resume "+dir) {
+		t.Errorf("no resume hint:\n%s", stderr.String())
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	counts, _ := st.Counts()
+	st.Close()
+	if counts["running"] != 0 || counts["pending"] == 0 {
+		t.Fatalf("after the stop: %v", counts)
+	}
+	if out, err := bench("--resume", dir, "-q").CombinedOutput(); err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	if n := len(bundles(t, dir)); n != 6 {
+		t.Errorf("%d bundles after resume, want 6", n)
+	}
 }
