@@ -1,6 +1,7 @@
 package cgroup
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -101,7 +102,23 @@ func staleOwner(name string) (int, bool) {
 	return int(pid), true
 }
 
+// processExists reports whether pid is a live process: a zombie (dead,
+// waiting to be reaped) holds nothing any more and counts as gone.
 func processExists(pid int) bool {
 	err := unix.Kill(pid, 0)
-	return err == nil || errors.Is(err, syscall.EPERM)
+	if err != nil && !errors.Is(err, syscall.EPERM) {
+		return false
+	}
+	return !Zombie(pid)
+}
+
+// Zombie reports whether pid is a process that has exited and waits to be
+// reaped (state Z in /proc/PID/stat).
+func Zombie(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	i := bytes.LastIndexByte(b, ')')
+	return i >= 0 && i+2 < len(b) && b[i+2] == 'Z'
 }

@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/proctor-sandbox/proctor/internal/cgroup"
 	"github.com/proctor-sandbox/proctor/internal/store"
 	"github.com/proctor-sandbox/proctor/internal/trial"
 )
@@ -226,7 +227,18 @@ func (r *Runner) Recover() (finished, requeued int, err error) {
 		}
 		requeued++
 	}
-	return finished, requeued, r.requeue()
+	if err := r.requeue(); err != nil {
+		return finished, requeued, err
+	}
+	// What the killed runner's trials left: their scratch mounts and
+	// cgroups (their processes died with it).
+	if err := trial.CleanStaleScratch(r.Flags.ScratchDir); err != nil {
+		return finished, requeued, err
+	}
+	if _, err := cgroup.CleanStale(); err != nil {
+		return finished, requeued, fmt.Errorf("removing stale cgroups: %w", err)
+	}
+	return finished, requeued, nil
 }
 
 // runTrial runs one trial as a `proctor run` process that dies with this

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/proctor-sandbox/proctor/internal/cgroup"
 	"github.com/proctor-sandbox/proctor/internal/cli"
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/store"
@@ -109,6 +111,9 @@ func TestKillAndResume(t *testing.T) {
 		t.Fatalf("processes of the killed runner live on: %v", left)
 	}
 
+	// What the kill left (the trials it cut short), for the resume to clear.
+	t.Logf("left by the kill: %v", deadLeftovers(t))
+
 	resume := bench("--resume", dir, "-q")
 	out, err := resume.CombinedOutput()
 	if err != nil {
@@ -141,10 +146,11 @@ func TestKillAndResume(t *testing.T) {
 			t.Errorf("trial %s #%d: passed=%t", tr.Agent, tr.Index, tr.Result.Passed)
 		}
 	}
-	// The next trials removed the killed runner's scratch mounts.
-	mi, _ := os.ReadFile("/proc/self/mountinfo")
-	if strings.Contains(string(mi), "proctor-scratch-"+strconv.Itoa(killed)+"-") {
-		t.Errorf("a scratch mount of the killed runner is left")
+	// The resumed trials removed what the killed ones left: scratch
+	// mounts and cgroups named after processes that are gone.
+	_ = killed
+	if left := deadLeftovers(t); len(left) > 0 {
+		t.Errorf("left behind by the killed runner: %v", left)
 	}
 
 	// A second runner on the same directory is refused while one holds it.
@@ -219,4 +225,45 @@ func TestInterruptAndResume(t *testing.T) {
 	if n := len(bundles(t, dir)); n != 6 {
 		t.Errorf("%d bundles after resume, want 6", n)
 	}
+}
+
+var ownerPID = regexp.MustCompile(`proctor-(?:scratch-|supervisor-)?([0-9]+)-?`)
+
+// deadLeftovers lists scratch mounts and cgroups of Proctor processes that
+// no longer exist.
+func deadLeftovers(t *testing.T) []string {
+	t.Helper()
+	dead := func(name string) bool {
+		m := ownerPID.FindStringSubmatch(name)
+		if m == nil {
+			return false
+		}
+		pid, _ := strconv.Atoi(m[1])
+		_, err := os.Stat("/proc/" + m[1])
+		return err != nil || cgroup.Zombie(pid)
+	}
+	var left []string
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mi), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.Contains(f[4], "proctor-scratch-") && dead(filepath.Base(f[4])) {
+			left = append(left, "mount "+f[4])
+		}
+	}
+	roots, _ := filepath.Glob("/sys/fs/cgroup/*")
+	for _, root := range roots {
+		filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+			if err != nil || !d.IsDir() {
+				return nil
+			}
+			if strings.Count(strings.TrimPrefix(p, root), "/") > 6 {
+				return filepath.SkipDir
+			}
+			if strings.HasPrefix(d.Name(), "proctor-") && dead(d.Name()) {
+				left = append(left, "cgroup "+p)
+			}
+			return nil
+		})
+	}
+	return left
 }

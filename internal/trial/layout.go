@@ -11,6 +11,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/proctor-sandbox/proctor/internal/cgroup"
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/workspace"
 )
@@ -66,6 +67,10 @@ func newScratch(parent, name string, sizeMB int64) (*scratch, error) {
 	return &scratch{dir: dir}, nil
 }
 
+// CleanStaleScratch removes what trials of dead proctor processes left in
+// scratch directory dir ("" for the temp dir); see cleanStaleScratch.
+func CleanStaleScratch(dir string) error { return cleanStaleScratch(dir) }
+
 // cleanStaleScratch unmounts and removes the scratch directories under
 // parent that a proctor process which no longer exists left behind (it was
 // killed mid-trial). Directories of live processes are never touched; a pid
@@ -88,7 +93,7 @@ func cleanStaleScratch(parent string) error {
 		if err != nil || pid <= 0 || pid == os.Getpid() {
 			continue
 		}
-		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) {
+		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) && !cgroup.Zombie(pid) {
 			continue // alive (or not ours to signal): in use
 		}
 		dir := filepath.Join(parent, de.Name())
