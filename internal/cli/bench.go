@@ -197,8 +197,11 @@ func runSuite(c *cobra.Command, dir string, st *store.Store, flags suite.RunFlag
 	if jobs > 0 {
 		flags.Jobs = jobs
 	}
+	fits := suite.DefaultJobs(flags.MaxCPUs, flags.MaxMemoryMB)
 	if flags.Jobs <= 0 {
-		flags.Jobs = suite.DefaultJobs(flags.MaxCPUs, flags.MaxMemoryMB)
+		flags.Jobs = fits
+	} else if flags.Jobs > fits {
+		fmt.Fprintf(stderr, "proctor: warning: --jobs %d is more than this machine holds at the tasks' limits (%d): trials may slow one another\n", flags.Jobs, fits)
 	}
 	r := &suite.Runner{Dir: dir, Store: st, Flags: flags, Log: stderr, Terminal: isTerminal(stderr)}
 	if quiet {
