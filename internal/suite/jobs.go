@@ -9,8 +9,9 @@ import (
 	"strings"
 )
 
-// DefaultJobs is how many trials may run at once on this machine: as many
-// as the CPUs hold at the largest task's CPU limit, and as the memory
+// DefaultJobs is how many trials may run at once on this machine: no more
+// than one per CPU (the harness works too), as many as the CPUs hold at
+// the largest task's CPU limit, and as the memory
 // available holds at the largest task's memory limit (each trial's agent
 // and grader run one after the other, so one trial holds one limit at a
 // time), at least one.
