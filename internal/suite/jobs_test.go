@@ -11,7 +11,7 @@ func TestJobsFor(t *testing.T) {
 		want    int
 	}{
 		{2, 24000, 1, 2048, 2},   // CPUs bound
-		{2, 24000, 0.5, 2048, 4}, // half-CPU tasks
+		{2, 24000, 0.5, 2048, 2}, // half-CPU tasks: still one per CPU (the harness works too)
 		{16, 4000, 1, 2048, 1},   // memory bound: 3600/2048
 		{2, 24000, 4, 2048, 1},   // a task wants more CPUs than there are
 		{8, 0, 1, 2048, 8},       // memory unknown
