@@ -54,4 +54,12 @@ sed 's/^/    agent: /' "$out/py-bugfix-model-thief/agent.log"
 kill "$provider_PID" 2>/dev/null || true
 unset FAKE_API_KEY
 
+say "Terminal-Bench-style tasks in a container image, without a Docker daemon"
+sh images/busybox.sh "$proctor"
+for t in hello-world count-lines; do
+	"$proctor" validate -q "tb/$t"
+done
+"$proctor" run -q --task tb/hello-world --agent 'mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt' \
+	--out "$out/tb-hello-world-prewrite" || true
+
 say "verdicts, logs and changesets are under $out"

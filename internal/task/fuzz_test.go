@@ -107,7 +107,7 @@ func checkInvariants(t *testing.T, tk *Task) {
 	inside("Tests", tk.Tests)
 	inside("Solution", tk.Solution)
 	inside("Workspace", tk.Proctor.Workspace)
-	if tk.Proctor.Rootfs != RootfsHost {
+	if tk.Proctor.Rootfs != RootfsHost && tk.Proctor.Rootfs != RootfsImage {
 		inside("Rootfs", tk.Proctor.Rootfs)
 	}
 	if tk.Name == "" {

@@ -34,6 +34,11 @@ const (
 // the host's root", the default.
 const RootfsHost = "host"
 
+// RootfsImage is the ProctorConfig.Rootfs value meaning "the container
+// image [environment].docker_image names": the default for a task that
+// sets docker_image and no [proctor].rootfs.
+const RootfsImage = "image"
+
 // Defaults. They follow Harbor's task config model, the pydantic classes in
 // src/harbor/models/task/config.py and its documentation page
 // docs/content/docs/tasks/index.mdx (upstream laude-institute/harbor, read
@@ -525,6 +530,9 @@ func (l *loader) environment(top table) (EnvironmentConfig, error) {
 	if c.DockerImage, _, err = tb.str("docker_image"); err != nil {
 		return c, err
 	}
+	if img := c.DockerImage; img != "" && (len(img) > 512 || strings.IndexFunc(img, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0) {
+		return c, tb.errorf("docker_image", ErrValue, "%q is not an image reference", img)
+	}
 	return c, nil
 }
 
@@ -576,16 +584,16 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 
 	if v, ok, err := tb.str("rootfs"); err != nil {
 		return c, err
-	} else if ok && v != RootfsHost {
+	} else if ok && v != RootfsHost && v != RootfsImage {
 		if c.Rootfs, err = l.dirField(tb, "rootfs", v, hidden); err != nil {
 			return c, err
 		}
+	} else if ok && v == RootfsImage && t.Environment.DockerImage == "" {
+		return c, tb.errorf("rootfs", ErrValue, "%q, but [environment] sets no docker_image", RootfsImage)
 	} else if !ok && t.Environment.DockerImage != "" {
-		// Running such a task on the host instead would be a different
-		// environment, silently.
-		env := table{file: l.file, name: "environment"}
-		return c, env.errorf("docker_image", ErrUnsupported,
-			"container images are not supported yet: set [proctor].rootfs to run the task on \"host\" or a directory")
+		// The image is the environment, as in Harbor: resolved in the
+		// image store when the trial runs.
+		c.Rootfs = RootfsImage
 	}
 
 	if v, ok, err := tb.str("workspace"); err != nil {
@@ -632,6 +640,10 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 			return c, tb.errorf("grading", ErrUnknownValue, "unknown value %q (want %q or %q)", v, GradingWorkspace, GradingState)
 		}
 		c.Grading = v
+	} else if c.Rootfs == RootfsImage {
+		// A Terminal-Bench task is graded in the container the agent
+		// left, as Harbor does.
+		c.Grading = GradingState
 	}
 
 	if v, ok, err := tb.strings("protected"); err != nil {

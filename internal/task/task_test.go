@@ -608,3 +608,23 @@ func TestLoadAllowlist(t *testing.T) {
 		t.Errorf("[agent] no-network did not override: %q %q", mode, hosts)
 	}
 }
+
+// A task with a container image runs in it, as in Harbor.
+func TestLoadDockerImage(t *testing.T) {
+	dir := newTask(t, files{"task.toml": "[environment]\ndocker_image = \"ghcr.io/example/tb:1.0\"\n"})
+	tk, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tk.Proctor.Rootfs != RootfsImage || tk.Environment.DockerImage != "ghcr.io/example/tb:1.0" || tk.Proctor.Grading != GradingState {
+		t.Errorf("rootfs %q, image %q, grading %q", tk.Proctor.Rootfs, tk.Environment.DockerImage, tk.Proctor.Grading)
+	}
+	for name, toml := range map[string]string{
+		"image rootfs without an image": "[proctor]\nrootfs = \"image\"\n",
+		"a reference with a space":      "[environment]\ndocker_image = \"ghcr.io/x y\"\n",
+	} {
+		if _, err := Load(newTask(t, files{"task.toml": toml})); err == nil {
+			t.Errorf("%s: loaded", name)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/proctor-sandbox/proctor/internal/audit"
 	"github.com/proctor-sandbox/proctor/internal/grade"
+	"github.com/proctor-sandbox/proctor/internal/image"
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/task"
 	"github.com/proctor-sandbox/proctor/internal/workspace"
@@ -219,7 +220,8 @@ type runner struct {
 	// hostMasks are a "host" environment's unreadable files and
 	// directories (hostscan.go).
 	hostMasks []string
-	hostScan  *hostScan // the host scan, for the environment digest
+	hostScan  *hostScan    // the host scan, for the environment digest
+	image     *image.Image // the environment's image, for an image task
 }
 
 func (r *runner) say(format string, args ...any) {
@@ -309,6 +311,11 @@ func (r *runner) prepare(ctx context.Context) error {
 	r.say("preparing %s", t.Name)
 	start := time.Now()
 	r.env = environment{rootfs: t.Proctor.Rootfs}
+	if t.Proctor.Rootfs == task.RootfsImage {
+		if err := r.resolveImage(); err != nil {
+			return err
+		}
+	}
 	if t.Proctor.Workspace != "" {
 		r.ws = t.Proctor.Workspace
 		if t.Proctor.GitBase != "" {
@@ -374,9 +381,9 @@ func (r *runner) digest() error {
 		}
 		r.v.Environment.Digest, err = hostDigest(r.hostScan, sandbox.HostDirs,
 			filepath.Join(r.o.CacheDir, "hashes-host"), filepath.Join(r.o.CacheDir, "hostscan"))
-	} else {
+	} else if r.image == nil {
 		r.v.Environment.Digest, err = task.DigestCached(t.Proctor.Rootfs, cache)
-	}
+	} // an image's digest is its manifest's, set when it was resolved
 	if err != nil {
 		return fmt.Errorf("digesting the environment: %w", err)
 	}
@@ -398,7 +405,7 @@ func (r *runner) limits(timeout time.Duration) sandbox.Limits {
 // harness's own values (more) thus always win: a task cannot put a real key
 // where the gateway's dummy goes.
 func (r *runner) envList(extra map[string]string, more ...string) []string {
-	m := map[string]string{}
+	m := r.imageEnv()
 	for k, v := range r.o.Task.Environment.Env {
 		m[k] = v
 	}

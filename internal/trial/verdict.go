@@ -108,7 +108,8 @@ type ChangesetRef struct {
 // EnvironmentRef identifies the read-only environment.
 type EnvironmentRef struct {
 	Rootfs string `json:"rootfs"`
-	Digest string `json:"digest"`
+	Image  string `json:"image,omitempty"` // the docker_image of an image task, as written
+	Digest string `json:"digest"`          // for an image, its manifest digest
 }
 
 // WorkspaceRef identifies the workspace the agent started from.

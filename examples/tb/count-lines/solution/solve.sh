@@ -1,0 +1,2 @@
+#!/bin/sh
+cat /app/data/*.log | wc -l > /app/answer.txt
