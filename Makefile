@@ -34,6 +34,7 @@ bench: deps
 	bash bench/trial.sh
 	bash bench/audit.sh
 	bash bench/suite.sh
+	bash bench/image.sh
 
 clean:
 	rm -rf bin

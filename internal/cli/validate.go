@@ -14,7 +14,9 @@ import (
 // The agents validation runs: the task's own solution, and one that does
 // nothing.
 const (
-	oracleAgent = "bash " + trial.SolutionPath + "/solve.sh"
+	// As Harbor runs it, with bash; with sh where the environment has no
+	// bash (a busybox image).
+	oracleAgent = "if command -v bash >/dev/null; then exec bash " + trial.SolutionPath + "/solve.sh; else exec sh " + trial.SolutionPath + "/solve.sh; fi"
 	nopAgent    = "true"
 )
 
