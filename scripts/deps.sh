@@ -3,7 +3,8 @@
 # is missing: busybox-static (a tiny rootfs for tests), bubblewrap and hyperfine
 # (the startup benchmark's peer and timer), gcc (the race detector, and a
 # compiler the sandbox tests run inside), git and python3 (also run inside),
-# chromium (renders the HTML report headless in its tests).
+# chromium (renders the HTML report headless in its tests), python3-pytest
+# (structured results graded from JUnit reports).
 set -euo pipefail
 need=()
 command -v busybox >/dev/null || need+=(busybox-static)
@@ -13,6 +14,9 @@ command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v git >/dev/null || need+=(git)
 command -v python3 >/dev/null || need+=(python3)
 command -v chromium >/dev/null || need+=(chromium)
+# pytest for the python3 sandboxes find first on their PATH (/usr/bin).
+py=/usr/bin/python3; [ -x "$py" ] || py=python3
+"$py" -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
 	echo "deps: missing ${need[*]}; run as root or: sudo apt-get install -y ${need[*]}" >&2

@@ -156,6 +156,11 @@ type ProctorConfig struct {
 	// PassThreshold is the reward at or above which a run passes, in (0, 1];
 	// default 1. Zero is refused because every run would pass.
 	PassThreshold float64
+	// Results is the format of the grader's structured report
+	// (ResultsJUnit), "" when the reward file decides; Expected is then
+	// what the report must show (read from tests/expected.json).
+	Results  string
+	Expected *Expected
 }
 
 // Load reads and validates the task in dir. It never runs anything and never
@@ -559,7 +564,7 @@ func checkWorkdir(w string) error {
 }
 
 // proctorKeys are the keys of the [proctor] table.
-var proctorKeys = map[string]bool{"rootfs": true, "workspace": true, "git_base": true, "grading": true, "protected": true, "pass_threshold": true}
+var proctorKeys = map[string]bool{"rootfs": true, "workspace": true, "git_base": true, "grading": true, "protected": true, "pass_threshold": true, "results": true, "expected": true}
 
 func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 	tb, err := top.table("proctor")
@@ -570,7 +575,7 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 	// otherwise leave a task silently weaker than its author meant.
 	for k := range tb.m {
 		if !proctorKeys[k] {
-			return ProctorConfig{}, tb.errorf(quoteKey(k), ErrUnknownValue, "unknown key (want one of rootfs, workspace, git_base, grading, protected, pass_threshold)")
+			return ProctorConfig{}, tb.errorf(quoteKey(k), ErrUnknownValue, "unknown key (want one of rootfs, workspace, git_base, grading, protected, pass_threshold, results, expected)")
 		}
 	}
 	c := ProctorConfig{Rootfs: RootfsHost, Grading: GradingWorkspace, PassThreshold: DefaultPassThreshold}
@@ -668,6 +673,9 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 			return c, tb.errorf("pass_threshold", ErrValue, "%s is not in (0, 1]", fmtFloat(v))
 		}
 		c.PassThreshold = v
+	}
+	if err := l.results(tb, &c); err != nil {
+		return c, err
 	}
 	return c, nil
 }

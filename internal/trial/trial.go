@@ -577,6 +577,10 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	if err := os.Chown(results, sandbox.RootID(), sandbox.RootID()); err != nil {
 		return fmt.Errorf("creating the verifier's results dir: %w", err)
 	}
+	tw, twBinds, twEnv, err := r.graderResultsSetup(s)
+	if err != nil {
+		return err
+	}
 	log, err := newCappedFile(filepath.Join(r.o.Out, GraderLog), r.o.LogCap)
 	if err != nil {
 		return err
@@ -586,13 +590,13 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	r.event("grader.start", detail("permitted", len(keep)))
 	res, err := sandbox.Run(ctx, sandbox.Spec{
 		Overlays: l.overlays(),
-		Binds: []sandbox.Bind{
+		Binds: append([]sandbox.Bind{
 			{Src: t.Tests, Dst: TestsPath},
 			{Src: results, Dst: VerifierLogs, Writable: true},
-		},
+		}, twBinds...),
 		Masks:   l.masks,
 		Workdir: t.Environment.Workdir,
-		Env:     r.envList(t.Verifier.Env),
+		Env:     r.envList(t.Verifier.Env, twEnv...),
 		Args:    []string{"/bin/sh", "-c", graderCommand},
 		Limits:  r.limits(t.Verifier.Timeout),
 		Stdout:  log,
@@ -616,6 +620,9 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 		// The verifier did not end by itself: the code it ran (the
 		// agent's) may have killed it after writing a reward of its own.
 		return fmt.Errorf("grader: the verifier was killed by signal %d before it finished: no reward is trusted", res.Signal)
+	}
+	if tw != nil {
+		return r.judgeResults(results, tw, res.ExitCode)
 	}
 	rw, err := grade.ReadReward(results)
 	if err != nil {

@@ -78,6 +78,9 @@ type Verdict struct {
 	Models *ModelsRef `json:"models,omitempty"`
 	// Audit is what was watched and seen (the events are on the timeline).
 	Audit AuditRef `json:"audit"`
+	// Results is what the grader's structured report decided, for a task
+	// with [proctor] results (absent otherwise).
+	Results *ResultsRef `json:"results,omitempty"`
 }
 
 // TaskRef names the task and binds its content.
