@@ -164,4 +164,3 @@ func tripwireID(res *grade.Results, name string) string {
 	}
 	return name
 }
-
