@@ -14,6 +14,10 @@ const (
 	// ResultsJUnit: tests/test.sh writes JUnit XML (pytest --junitxml)
 	// to $PROCTOR_RESULTS, and runs the tripwire test $PROCTOR_TRIPWIRE.
 	ResultsJUnit = "junit"
+	// ResultsGoTestJSON: tests/test.sh writes `go test -json` output to
+	// $PROCTOR_RESULTS; $PROCTOR_TRIPWIRE holds a test function (no
+	// package clause) to add to the package under test.
+	ResultsGoTestJSON = "go-test-json"
 )
 
 // DefaultExpected is where a task with results lists the tests it expects,
@@ -42,8 +46,8 @@ func (l *loader) results(tb table, c *ProctorConfig) error {
 		}
 		return err
 	}
-	if v != ResultsJUnit {
-		return tb.errorf("results", ErrUnknownValue, "unknown value %q (want %q)", v, ResultsJUnit)
+	if v != ResultsJUnit && v != ResultsGoTestJSON {
+		return tb.errorf("results", ErrUnknownValue, "unknown value %q (want %q or %q)", v, ResultsJUnit, ResultsGoTestJSON)
 	}
 	c.Results = v
 	rel := DefaultExpected
