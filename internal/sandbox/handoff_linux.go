@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 
@@ -71,10 +72,14 @@ func takeHandoff(p *initProcess, spec *Spec, first *status, kill func()) (stop f
 	// init's copy gone too, every later notified call fails (ENOSYS)
 	// rather than going unrecorded, and Run reports the error.
 	var watchErr error
+	var stopping atomic.Bool
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		if err := seccomp.Watch(watch, spec.WatchNet); err != nil && !errors.Is(err, os.ErrClosed) {
+		err := seccomp.Watch(watch, spec.WatchNet)
+		// Closed by stop, however early (even before Watch got going,
+		// which it reports in its own words), is the normal end.
+		if err != nil && !errors.Is(err, os.ErrClosed) && !stopping.Load() {
 			watchErr = err
 			watch.Close()
 			kill()
@@ -83,6 +88,7 @@ func takeHandoff(p *initProcess, spec *Spec, first *status, kill func()) (stop f
 	var once sync.Once
 	return func() error {
 		once.Do(func() {
+			stopping.Store(true)
 			watch.Close()
 			<-done
 		})

@@ -232,3 +232,16 @@ func TestCheckListener(t *testing.T) {
 		t.Errorf("stdin was taken for a listener")
 	}
 }
+
+// A command that ends at once ends the watch at once: however early that
+// comes, it is the normal end, not an error of the watch.
+func TestWatchNetQuickCommand(t *testing.T) {
+	requireRoot(t)
+	for i := 0; i < 20; i++ {
+		spec := attackSpec(t, "euid")
+		spec.WatchNet = func(seccomp.Attempt) {}
+		if _, err := Run(t.Context(), spec); err != nil {
+			t.Fatalf("run %d: %v", i, err)
+		}
+	}
+}
