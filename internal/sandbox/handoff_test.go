@@ -245,3 +245,26 @@ func TestWatchNetQuickCommand(t *testing.T) {
 		}
 	}
 }
+
+// Sandboxes started at once in one process each exec their own init: the
+// descriptor init is exec'd through must stay out of the range Go's child
+// shuffles descriptors into, however high the others' numbers are.
+func TestConcurrentRuns(t *testing.T) {
+	requireRoot(t)
+	var wg sync.WaitGroup
+	for g := 0; g < 6; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 10; i++ {
+				spec := attackSpec(t, "euid")
+				spec.WatchNet = func(seccomp.Attempt) {}
+				if _, err := Run(t.Context(), spec); err != nil {
+					t.Errorf("run %d: %v", i, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+}

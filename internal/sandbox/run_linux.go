@@ -124,13 +124,6 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	}
 	defer closeAll(mounts)
 
-	// Init gets 5+len(mounts) descriptors (stdio, two pipes, the mounts).
-	exe, closeExe, err := initBinary(firstSourceFD + len(mounts))
-	if err != nil {
-		return nil, err
-	}
-	defer closeExe()
-
 	// The spec goes into its pipe before init starts.
 	specR, specW, err := os.Pipe()
 	if err != nil {
@@ -163,7 +156,13 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	}
 	defer stdio.closeChildEnds()
 
+	// Init gets 5+len(mounts) descriptors (stdio, two pipes, the mounts).
 	files := append([]*os.File{stdio.in, stdio.out, stdio.err, specR, statusW}, mounts...)
+	exe, closeExe, err := initBinary(files)
+	if err != nil {
+		return nil, err
+	}
+	defer closeExe()
 	begin := time.Now()
 	p, err := startInit(exe, files)
 	if err != nil {
@@ -432,9 +431,17 @@ func placeCommand(initPID int, cg *cgroup.Group) error {
 // is also non-dumpable, which guards the unprivileged case.
 //
 // The path is /proc/self/fd/N, resolved in the child after its descriptors
-// 0…nfiles-1 are in place (and after Go has used the numbers just above them
-// to shuffle): N is moved well above all of them.
-func initBinary(nfiles int) (string, func(), error) {
+// 0…len(files)-1 are in place. Before that, Go's child moves descriptors to
+// numbers from max(len(files), the highest of files)+1 up, one for each it
+// must move out of the way, and would clobber N there: N is chosen above all
+// of that. (The files' numbers, not just their count, matter: with other
+// sandboxes starting at once in this process they can be high.)
+func initBinary(files []*os.File) (string, func(), error) {
+	top := len(files)
+	for _, f := range files {
+		top = max(top, int(f.Fd()))
+	}
+	minFD := top + len(files) + 16
 	self, err := os.Executable()
 	if err != nil {
 		return "", nil, &SetupError{Step: "finding the proctor binary", Err: err}
@@ -446,7 +453,7 @@ func initBinary(nfiles int) (string, func(), error) {
 	if err != nil {
 		return "", nil, &SetupError{Step: "protecting the proctor binary", Err: err}
 	}
-	fd, err := unix.FcntlInt(uintptr(m), unix.F_DUPFD_CLOEXEC, 2*nfiles+16)
+	fd, err := unix.FcntlInt(uintptr(m), unix.F_DUPFD_CLOEXEC, minFD)
 	unix.Close(m)
 	if err != nil {
 		return "", nil, &SetupError{Step: "protecting the proctor binary", Err: err}

@@ -164,6 +164,7 @@ exec ` + goBin + ` test -json . > "$PROCTOR_RESULTS"`,
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each compiles the package and its tests from a cold cache
 			v, out := runTrial(t, tk, c.agent, "")
 			if v.Results == nil || v.Results.Resolved != c.resolved || v.Results.Tampered != c.tampered || v.Status != c.status {
 				t.Fatalf("results %+v status %s (violations %s)\nagent:\n%s\ngrader log:\n%s", v.Results, v.Status, violations(v),
