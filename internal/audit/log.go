@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"sync"
 	"time"
@@ -137,22 +138,14 @@ func (l *Log) appendLocked(kind string, detail any, at time.Time) {
 func (l *Log) Counts() map[string]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	m := make(map[string]int, len(l.seen))
-	for k, n := range l.seen {
-		m[k] = n
-	}
-	return m
+	return maps.Clone(l.seen)
 }
 
 // LeftOut returns how many observed events of each kind were not kept.
 func (l *Log) LeftOut() map[string]int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	m := make(map[string]int, len(l.left))
-	for k, n := range l.left {
-		m[k] = n
-	}
-	return m
+	return maps.Clone(l.left)
 }
 
 // Events returns a copy of the events so far.
@@ -174,11 +167,7 @@ func (l *Log) Seal() {
 	if len(l.left) == 0 {
 		return
 	}
-	d := make(map[string]int, len(l.left))
-	for k, n := range l.left {
-		d[k] = n
-	}
-	l.appendLocked(SuppressedKind, d, l.now())
+	l.appendLocked(SuppressedKind, maps.Clone(l.left), l.now())
 }
 
 // Close seals the log if it is not, closes the file and returns the first

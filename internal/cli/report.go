@@ -177,9 +177,9 @@ func suitePublicKey(pubkey, keyFile string) (ed25519.PublicKey, error) {
 	return priv.Public().(ed25519.PublicKey), nil
 }
 
-// verifyTrialBundle checks a trial's bundle: the file the store recorded
-// (same SHA-256), signed by pub, every artifact beside it. It returns why
-// not, or "".
+// verifyTrialBundle checks a trial's bundle as proctor verify does (signed
+// by pub, every artifact beside it, the verdict agreeing with them), and
+// that it is the file the store recorded. It returns why not, or "".
 func verifyTrialBundle(path, wantSHA string, pub ed25519.PublicKey) string {
 	data, err := readSmallRegular(path)
 	if err != nil {
@@ -189,7 +189,7 @@ func verifyTrialBundle(path, wantSHA string, pub ed25519.PublicKey) string {
 	if hex.EncodeToString(sum[:]) != wantSHA {
 		return "the bundle is not the one the store recorded"
 	}
-	if _, err := bundle.Verify(data, bundle.WithPublicKey(pub), bundle.WithArtifactDir(filepath.Dir(path)), bundle.WithRequireArtifacts()); err != nil {
+	if _, _, err := checkBundle(path, data, pub, true); err != nil {
 		return err.Error()
 	}
 	return ""

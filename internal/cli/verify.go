@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"crypto/ed25519"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -79,19 +80,28 @@ var errMismatch = errors.New("the verdict disagrees with the bundle")
 // verifyBundle verifies the bundle at path and cross-checks the verdict it
 // carries. requireArtifacts makes a missing artifact an error.
 func verifyBundle(path, pubkey string, requireArtifacts bool) (*bundle.Payload, bundle.ArtifactReport, error) {
-	var report bundle.ArtifactReport
+	var pub ed25519.PublicKey
+	if pubkey != "" {
+		var err error
+		if pub, err = bundle.ReadPublicKey(pubkey); err != nil {
+			return nil, bundle.ArtifactReport{}, err
+		}
+	}
 	// The bundle may come from anyone: a regular file only (not a symlink
 	// to /dev/zero, not a fifo), read no further than a bundle can be.
 	data, err := readSmallRegular(path)
 	if err != nil {
-		return nil, report, err
+		return nil, bundle.ArtifactReport{}, err
 	}
+	return checkBundle(path, data, pub, requireArtifacts)
+}
+
+// checkBundle is verifyBundle on the bundle's bytes, read from path, and a
+// public key (nil: not checked).
+func checkBundle(path string, data []byte, pub ed25519.PublicKey, requireArtifacts bool) (*bundle.Payload, bundle.ArtifactReport, error) {
+	var report bundle.ArtifactReport
 	opts := []bundle.VerifyOption{bundle.WithArtifactDir(filepath.Dir(path)), bundle.WithArtifactReport(&report)}
-	if pubkey != "" {
-		pub, err := bundle.ReadPublicKey(pubkey)
-		if err != nil {
-			return nil, report, err
-		}
+	if pub != nil {
 		opts = append(opts, bundle.WithPublicKey(pub))
 	}
 	if requireArtifacts {

@@ -161,21 +161,14 @@ func listenInside(addrs []string) ([]int, error) {
 }
 
 func listenTCP(addr string) (int, error) {
-	ta, err := net.ResolveTCPAddr("tcp", addr) // a literal: validated by Spec
+	ap, err := netip.ParseAddrPort(addr) // validated by Spec
 	if err != nil {
 		return -1, err
 	}
-	var sa unix.Sockaddr
-	family := unix.AF_INET
-	if ip4 := ta.IP.To4(); ip4 != nil {
-		sa4 := &unix.SockaddrInet4{Port: ta.Port}
-		copy(sa4.Addr[:], ip4)
-		sa = sa4
-	} else {
-		family = unix.AF_INET6
-		sa6 := &unix.SockaddrInet6{Port: ta.Port}
-		copy(sa6.Addr[:], ta.IP.To16())
-		sa = sa6
+	var sa unix.Sockaddr = &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
+	family := unix.AF_INET6
+	if ap.Addr().Is4() {
+		sa, family = &unix.SockaddrInet4{Port: int(ap.Port()), Addr: ap.Addr().As4()}, unix.AF_INET
 	}
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
 	if err != nil {

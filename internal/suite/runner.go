@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -363,6 +362,3 @@ func lastLine(s string) string {
 	}
 	return s
 }
-
-// ErrNothingToRun is returned by a resume of a suite with no trial left.
-var ErrNothingToRun = errors.New("every trial of the suite is done")

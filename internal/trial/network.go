@@ -87,9 +87,9 @@ type agentNet struct {
 	wg  sync.WaitGroup
 }
 
-// checkNet validates the run's network options against the task before
-// anything runs: rules parse, gateways have their keys on the host.
-func checkNet(t *task.Task, n *NetOptions) (keys map[string]string, err error) {
+// checkNet validates the run's network options before anything runs:
+// rules parse, gateways have their keys on the host.
+func checkNet(n *NetOptions) (keys map[string]string, err error) {
 	for _, h := range n.AllowHosts {
 		if _, err := netpolicy.ParseRule(h); err != nil {
 			return nil, fmt.Errorf("--allow-host %s: %w", h, err)
