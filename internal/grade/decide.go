@@ -10,7 +10,9 @@ type Expectation struct {
 	FailToPass []string // tests the fix must make pass (FAIL_TO_PASS)
 	PassToPass []string // tests that must keep passing (PASS_TO_PASS)
 	// Tripwire, when not empty, is the id of a test that always fails
-	// (the grader plants it); it MUST be reported failed or error.
+	// (the grader plants it); it MUST be reported failed or error. For a
+	// report with Packages (go test -json), Tripwire is the test's name and
+	// it MUST be reported so in every one of them, as "PACKAGE/Tripwire".
 	Tripwire string
 }
 
@@ -20,8 +22,13 @@ type Decision struct {
 	Missing    []string // expected ids not in the report, in expectation order
 	Failed     []string // expected ids reported but not passed, in expectation order
 	TripwireOK bool     // the tripwire was reported failed or error; true when there is no tripwire
-	Tampered   bool     // the tripwire was reported passed or skipped, or not at all
-	Reason     string   // one line for a person
+	// TripwireReported: the tripwire is in the report (in every package
+	// of one with Packages); true when there is no tripwire. A caller can
+	// tell a run that died before it reached the tripwire from one whose
+	// report was forced.
+	TripwireReported bool
+	Tampered         bool   // the tripwire was reported passed or skipped, or not at all
+	Reason           string // one line for a person
 }
 
 // Decide applies SWE-bench's resolution rule, hardened, to a parsed report.
@@ -34,7 +41,11 @@ type Decision struct {
 //   - every expected id is present in the report: a missing id is a failure,
 //     listed in Missing (and not in Failed);
 //   - when Tripwire != "", the tripwire is reported and NOT passed: it is
-//     "failed" or "error" (TripwireOK).
+//     "failed" or "error" (TripwireOK). When the report has Packages, this
+//     must hold in each package: a package that reported any test and not
+//     its tripwire, or reported it passed, is tampered with even when the
+//     others failed theirs (the alias id, which keeps the worst outcome,
+//     would hide it).
 //
 // A tripwire reported anything but failed or error (passed, skipped), or not
 // reported at all, means the result channel was tampered with (a conftest
@@ -66,21 +77,22 @@ func Decide(res *Results, e Expectation) Decision {
 			d.Failed = append(d.Failed, id)
 		}
 	}
-	d.TripwireOK = true
+	d.TripwireOK, d.TripwireReported = true, true
 	var tripReason string
 	if e.Tripwire != "" {
-		o, ok := tests[e.Tripwire]
+		o, ok, where := tripwireOutcome(res, e.Tripwire)
+		d.TripwireReported = ok
 		d.TripwireOK = ok && (o == Failed || o == Error)
 		switch {
 		case !ok:
 			d.Tampered = true
-			tripReason = fmt.Sprintf("the result channel was tampered with: the tripwire %q, which always fails, is missing from the report", e.Tripwire)
+			tripReason = fmt.Sprintf("the result channel was tampered with: the tripwire %q, which always fails, is missing from the report%s", e.Tripwire, where)
 		case o == Passed:
 			d.Tampered = true
-			tripReason = fmt.Sprintf("the result channel was tampered with: the tripwire %q, which always fails, was reported passed", e.Tripwire)
+			tripReason = fmt.Sprintf("the result channel was tampered with: the tripwire %q, which always fails, was reported passed%s", e.Tripwire, where)
 		case !d.TripwireOK:
 			d.Tampered = true
-			tripReason = fmt.Sprintf("the result channel was tampered with: the tripwire %q, which always fails, was reported %s", e.Tripwire, o)
+			tripReason = fmt.Sprintf("the result channel was tampered with: the tripwire %q, which always fails, was reported %s%s", e.Tripwire, o, where)
 		}
 	}
 	var why []string
@@ -106,4 +118,32 @@ func Decide(res *Results, e Expectation) Decision {
 		d.Reason = "not resolved: " + strings.Join(why, "; ")
 	}
 	return d
+}
+
+// tripwireOutcome is what the report says of the tripwire: its outcome
+// under id, or, for a report with Packages, the least failing of its
+// outcomes in each package (ok false when one lacks it), with where naming
+// the package that decided it.
+func tripwireOutcome(res *Results, id string) (o Outcome, ok bool, where string) {
+	if res == nil {
+		return "", false, ""
+	}
+	if len(res.Packages) == 0 {
+		o, ok = res.Tests[id]
+		return o, ok, ""
+	}
+	o, ok = Error, true
+	for _, p := range res.Packages {
+		po, pok := res.Tests[p+"/"+id]
+		if !pok {
+			return "", false, fmt.Sprintf(" of package %q", p)
+		}
+		if po.severity() < o.severity() {
+			o, where = po, fmt.Sprintf(" in package %q", p)
+		}
+	}
+	if o == Failed || o == Error {
+		where = ""
+	}
+	return o, true, where
 }

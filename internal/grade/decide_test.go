@@ -123,8 +123,11 @@ func TestDecideOnParsedReports(t *testing.T) {
 		}, false},
 		{"go subtest", gotest, Expectation{
 			FailToPass: []string{"example.com/m/calc/TestDiv/normal", "TestReverse"},
-			Tripwire:   "TestDiv/by_zero",
 		}, true},
+		{"go tripwire reported in one package of several", gotest, Expectation{
+			FailToPass: []string{"example.com/m/calc/TestDiv/normal", "TestReverse"},
+			Tripwire:   "TestDiv/by_zero",
+		}, false},
 		{"go build failure leaves tests missing", gotest, Expectation{
 			FailToPass: []string{"example.com/m/broken/TestB"},
 		}, false},
@@ -137,6 +140,50 @@ func TestDecideOnParsedReports(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			if d := Decide(c.res, c.e); d.Resolved != c.resolved {
 				t.Errorf("Decide = %+v, want Resolved %v", d, c.resolved)
+			}
+		})
+	}
+}
+
+// A go test -json report must hold the tripwire, failed, in every package
+// that reported a test: a TestMain that rewrites one package's output
+// cannot hide behind the others' failing tripwires.
+func TestDecideTripwireEveryPackage(t *testing.T) {
+	const tw = "TestProctorTripwire0123"
+	ev := func(pkg, test, action string) string {
+		return `{"Action":"` + action + `","Package":"` + pkg + `","Test":"` + test + `"}` + "\n"
+	}
+	honest := ev("m/a", "TestA", "pass") + ev("m/a", tw, "fail") + ev("m/b", "TestB", "pass") + ev("m/b", tw, "fail")
+	cases := []struct {
+		name               string
+		report             string
+		resolved, tampered bool
+		reported           bool
+		reason             string
+	}{
+		{"every package failed its tripwire", honest, true, false, true, "resolved"},
+		{"one package reports its tripwire passed", ev("m/a", "TestA", "pass") + ev("m/a", tw, "fail") + ev("m/b", "TestB", "pass") + ev("m/b", tw, "pass"),
+			false, true, true, `passed in package "m/b"`},
+		{"one package never reports it", ev("m/a", "TestA", "pass") + ev("m/a", tw, "fail") + ev("m/b", "TestB", "pass"),
+			false, true, false, `missing from the report of package "m/b"`},
+		{"one package skips it", ev("m/a", "TestA", "pass") + ev("m/a", tw, "skip") + ev("m/b", "TestB", "pass") + ev("m/b", tw, "fail"),
+			false, true, true, `skipped in package "m/a"`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			res, err := ParseGoTestJSON(strings.NewReader(c.report), 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(res.Packages, []string{"m/a", "m/b"}) {
+				t.Fatalf("Packages = %q", res.Packages)
+			}
+			if res.Tests[tw] != Failed && c.tampered && c.reported {
+				t.Fatalf("the alias should hold the worst outcome, failed: %q", res.Tests[tw])
+			}
+			d := Decide(res, Expectation{FailToPass: []string{"TestA", "m/b/TestB"}, Tripwire: tw})
+			if d.Resolved != c.resolved || d.Tampered != c.tampered || d.TripwireReported != c.reported || !strings.Contains(d.Reason, c.reason) {
+				t.Errorf("Decide = %+v; want resolved %v tampered %v reported %v, reason with %q", d, c.resolved, c.tampered, c.reported, c.reason)
 			}
 		})
 	}

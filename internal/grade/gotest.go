@@ -19,6 +19,8 @@ import (
 //   - Test alone (alias), e.g. "TestX/sub". The same name in two packages
 //     shares this id, which then holds the worse outcome.
 //
+// Results.Packages lists every package that reported a test.
+//
 // An Action "fail" with no Test (the package failed: a build failure, a
 // panic, an os.Exit, a timeout) records the Package itself as error. Output,
 // run, pause, cont, start, build-output and build-fail events, package-level
@@ -103,5 +105,6 @@ func parseEvent(res *Results, line []byte) error {
 	if ev.Package == "" {
 		return res.record(ev.Test, o)
 	}
+	res.notePackage(ev.Package)
 	return res.record(ev.Package+"/"+ev.Test, o, ev.Test)
 }

@@ -77,8 +77,13 @@ type Results struct {
 	Tests      map[string]Outcome // test id → outcome
 	Source     string             // SourceJUnit or SourceGoTestJSON
 	Duplicates []string           // primary ids reported more than once, sorted
-	primaries  int                // results recorded, for MaxTests
-	seen       map[string]bool    // primary ids recorded once
+	// Packages, for go test -json, are the packages that reported at least
+	// one test, sorted; a tripwire must be reported in each (see Decide).
+	// Empty for JUnit.
+	Packages  []string
+	primaries int             // results recorded, for MaxTests
+	seen      map[string]bool // primary ids recorded once
+	packages  map[string]bool // Packages while parsing
 }
 
 func newResults(source string) *Results {
@@ -109,9 +114,21 @@ func (r *Results) record(primary string, o Outcome, aliases ...string) error {
 	return nil
 }
 
+// notePackage records that pkg reported a test.
+func (r *Results) notePackage(pkg string) {
+	if r.packages == nil {
+		r.packages = make(map[string]bool)
+	}
+	r.packages[pkg] = true
+}
+
 func (r *Results) finish() *Results {
 	slices.Sort(r.Duplicates)
-	r.seen = nil
+	for p := range r.packages {
+		r.Packages = append(r.Packages, p)
+	}
+	slices.Sort(r.Packages)
+	r.seen, r.packages = nil, nil
 	return r
 }
 

@@ -142,9 +142,8 @@ func (r *runner) judgeResults(resultsDir string, tw *tripwire, exit int) error {
 	}
 	e := grade.Expectation{FailToPass: t.Proctor.Expected.FailToPass, PassToPass: t.Proctor.Expected.PassToPass, Tripwire: tripwireID(res, tw.name)}
 	d := grade.Decide(res, e)
-	_, reported := res.Tests[e.Tripwire]
 	switch {
-	case !reported && exit != 0:
+	case !d.TripwireReported && exit != 0:
 		// The run ended before it reached the tripwire (a crash, a
 		// collection error): no pass, and no sign of forcing.
 		d.Tampered = false
