@@ -128,7 +128,11 @@ func (in *Instance) check() error {
 			return fmt.Errorf("%s: a test id is empty or holds a NUL or a newline", in.InstanceID)
 		}
 	}
-	if _, err := patchFiles(in.TestPatch); err != nil {
+	files, err := patchFiles(in.TestPatch)
+	if err != nil {
+		return fmt.Errorf("%s: test_patch: %v", in.InstanceID, err)
+	}
+	if _, _, err := runnerOf(files); err != nil {
 		return fmt.Errorf("%s: test_patch: %v", in.InstanceID, err)
 	}
 	return nil
