@@ -22,9 +22,11 @@ demo-exec: deps build
 
 # Isolation tests need root; as root none of them may be skipped under CI=true.
 # One cache for every test package and both runs: the first digest of the
-# host environment reads all of /usr.
+# host environment reads all of /usr. scripts/upstream.sh fetches the real
+# upstream code the SWE-bench tests build instances from (once).
 test: export PROCTOR_TEST_CACHE := $(CURDIR)/.test-cache
 test: deps
+	bash scripts/upstream.sh $(PROCTOR_TEST_CACHE)/upstream
 	$(GO) vet ./...
 	$(GO) test -count=1 -timeout 20m ./...
 	CGO_ENABLED=1 $(GO) test -race -count=1 -timeout 20m ./internal/...

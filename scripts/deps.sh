@@ -4,7 +4,8 @@
 # (the startup benchmark's peer and timer), gcc (the race detector, and a
 # compiler the sandbox tests run inside), git and python3 (also run inside),
 # chromium (renders the HTML report headless in its tests), python3-pytest
-# (structured results graded from JUnit reports).
+# (structured results graded from JUnit reports), python3-markupsafe (the
+# one dependency of Jinja2, the real Python library a SWE-bench test grades).
 set -euo pipefail
 need=()
 command -v busybox >/dev/null || need+=(busybox-static)
@@ -17,6 +18,7 @@ command -v chromium >/dev/null || need+=(chromium)
 # pytest for the python3 sandboxes find first on their PATH (/usr/bin).
 py=/usr/bin/python3; [ -x "$py" ] || py=python3
 "$py" -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
+"$py" -c 'import markupsafe' 2>/dev/null || need+=(python3-markupsafe)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
 	echo "deps: missing ${need[*]}; run as root or: sudo apt-get install -y ${need[*]}" >&2

@@ -1,0 +1,5 @@
+//go:build race
+
+package swebench
+
+const raceEnabled = true
