@@ -6,7 +6,9 @@ import (
 	"io/fs"
 	"math"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 )
 
 // cpuPeriod is the CFS period used for CPU limits, in microseconds.
@@ -29,6 +31,42 @@ type Limits struct {
 	Pids int64
 	// CPUs caps CPU time, in CPUs' worth: 0.5 is half of one CPU.
 	CPUs float64
+	// CPUSet confines the group to these CPUs (the cpuset controller), a
+	// list such as "1" or "0-1,4", each CPU below maxCPUSet. On v1 the
+	// group's memory nodes are its parent's.
+	CPUSet string
+}
+
+// maxCPUSet bounds the CPU numbers of a CPUSet.
+const maxCPUSet = 4096
+
+// ParseCPUSet reads a CPU list ("0-1,4") into the CPUs it names, sorted.
+func ParseCPUSet(s string) ([]int, error) {
+	if s == "" {
+		return nil, fmt.Errorf("%w: empty cpu list", ErrInvalidLimits)
+	}
+	seen := map[int]bool{}
+	for _, part := range strings.Split(s, ",") {
+		lo, hi, isRange := strings.Cut(part, "-")
+		a, err1 := strconv.Atoi(lo)
+		b := a
+		var err2 error
+		if isRange {
+			b, err2 = strconv.Atoi(hi)
+		}
+		if err1 != nil || err2 != nil || a < 0 || b < a || b >= maxCPUSet || lo != strconv.Itoa(a) || (isRange && hi != strconv.Itoa(b)) {
+			return nil, fmt.Errorf("%w: cpu list %q: want numbers and ranges such as \"0-1,4\"", ErrInvalidLimits, s)
+		}
+		for c := a; c <= b; c++ {
+			seen[c] = true
+		}
+	}
+	out := make([]int, 0, len(seen))
+	for c := range seen {
+		out = append(out, c)
+	}
+	slices.Sort(out)
+	return out, nil
 }
 
 func (l Limits) validate() error {
@@ -44,6 +82,11 @@ func (l Limits) validate() error {
 	if l.CPUs > 0 && l.cpuQuota() < minCPUQuota {
 		return fmt.Errorf("%w: cpus %v is below the kernel's minimum of %v", ErrInvalidLimits, l.CPUs, float64(minCPUQuota)/cpuPeriod)
 	}
+	if l.CPUSet != "" {
+		if _, err := ParseCPUSet(l.CPUSet); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 
@@ -54,6 +97,9 @@ func (l Limits) controllers() []string {
 	var out []string
 	if l.CPUs > 0 {
 		out = append(out, "cpu")
+	}
+	if l.CPUSet != "" {
+		out = append(out, "cpuset")
 	}
 	if l.MemoryBytes > 0 {
 		out = append(out, "memory")
@@ -86,7 +132,35 @@ func (g *Group) apply(lim Limits) error {
 			return fmt.Errorf("setting cpu limit: %w", err)
 		}
 	}
+	if lim.CPUSet != "" {
+		if err := g.applyCPUSet(lim.CPUSet); err != nil {
+			return fmt.Errorf("setting cpuset %s: %w", lim.CPUSet, err)
+		}
+	}
 	return nil
+}
+
+// applyCPUSet confines the group to cpus. A v1 cpuset starts with no CPU
+// and no memory node, and takes no process until both are set: the nodes
+// are copied from the parent.
+func (g *Group) applyCPUSet(cpus string) error {
+	m, ok := g.memberFor("cpuset")
+	if !ok {
+		return errNoMember
+	}
+	if m.version == V1 {
+		mems, found, err := readOptional(filepath.Join(filepath.Dir(m.dir), "cpuset.mems"))
+		if err == nil && !found {
+			err = fs.ErrNotExist
+		}
+		if err != nil {
+			return fmt.Errorf("reading the parent's memory nodes: %w", err)
+		}
+		if err := g.fs.write(filepath.Join(m.dir, "cpuset.mems"), strings.TrimSpace(mems)); err != nil {
+			return err
+		}
+	}
+	return g.fs.write(filepath.Join(m.dir, "cpuset.cpus"), cpus)
 }
 
 var errNoMember = errors.New("no directory holds the controller")

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -38,7 +39,7 @@ func (s *sysfs) cleanStale() (int, error) {
 			parents = append(parents, p)
 		}
 	}
-	for _, c := range trackingOrder {
+	for _, c := range append(slices.Clone(trackingOrder), "cpuset") {
 		if h := l.v1[c]; h != nil && h.canCreate {
 			parents = append(parents, h.parent)
 		}

@@ -139,9 +139,9 @@ func loadTask(dir string) (*task.Task, error) {
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		taskDir, agent, agentDir, out string
-		tf                            trialFlags
-		nf                            netFlags
+		taskDir, agent, agentDir, out, cpuset string
+		tf                                    trialFlags
+		nf                                    netFlags
 	)
 	c := &cobra.Command{
 		Use:   "run --task DIR --agent COMMAND --out DIR",
@@ -178,7 +178,7 @@ for a wrong command line.`,
 			if err := nf.apply(&o); err != nil {
 				return err
 			}
-			o.Task, o.Agent, o.AgentDir, o.Out = t, agent, agentDir, out
+			o.Task, o.Agent, o.AgentDir, o.Out, o.CPUSet = t, agent, agentDir, out, cpuset
 			v, err := trial.Run(c.Context(), o)
 			return reportTrial(stdout, v, err, out)
 		},
@@ -187,6 +187,7 @@ for a wrong command line.`,
 	c.Flags().StringVar(&agent, "agent", "", "the agent's shell command")
 	c.Flags().StringVar(&agentDir, "agent-dir", "", "a directory mounted read-only at /agent")
 	c.Flags().StringVar(&out, "out", "", "the output directory (created; must be empty)")
+	c.Flags().StringVar(&cpuset, "cpuset", "", "run the trial's sandboxes on these CPUs only, e.g. 1 or 0-1 (proctor bench gives each concurrent trial its own)")
 	tf.register(c)
 	nf.register(c)
 	return c

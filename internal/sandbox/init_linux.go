@@ -43,6 +43,8 @@ func RunInit(args []string) int {
 		return 125
 	}
 	out := json.NewEncoder(os.NewFile(uintptr(statusFD), "status"))
+	// The same file modes in every run, whatever the caller's umask.
+	unix.Umask(0o022)
 
 	fail := func(err error) int {
 		st := status{Phase: "error", Error: err.Error()}

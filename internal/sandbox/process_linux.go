@@ -36,8 +36,10 @@ type initProcess struct {
 // startInit starts init in new namespaces with files as its descriptors 0,
 // 1, 2, … and returns once it runs. It is started, waited for and reaped on one
 // locked OS thread: the parent-death signal fires when the thread that
-// started a child exits.
-func startInit(exe string, files []*os.File) (*initProcess, error) {
+// started a child exits. With timeNS, that thread first makes a time
+// namespace for its children (see newTimeNS); if it cannot, res.Unpinned
+// says why and init starts in the host's.
+func startInit(exe string, files []*os.File, timeNS bool, res *Result) (*initProcess, error) {
 	fds := make([]uintptr, len(files))
 	for i, f := range files {
 		fds[i] = f.Fd()
@@ -69,6 +71,11 @@ func startInit(exe string, files []*os.File) (*initProcess, error) {
 	started := make(chan error, 1)
 	go func() {
 		runtime.LockOSThread() // never unlocked: the thread ends with the goroutine, after the reap
+		if timeNS {
+			if err := newTimeNS(); err != nil {
+				res.Unpinned = append(res.Unpinned, "time namespace: "+err.Error())
+			}
+		}
 		pid, err := syscall.ForkExec(exe, args, attr)
 		if err != nil {
 			started <- err
@@ -248,4 +255,34 @@ func childrenOf(pid int) ([]int, error) {
 		}
 	}
 	return kids, nil
+}
+
+// newTimeNS gives the calling thread's future children a new time
+// namespace in which CLOCK_MONOTONIC and CLOCK_BOOTTIME (uptime) start at
+// zero: the offsets are the negated whole seconds of the host's clocks now.
+// The offsets can be written only before any process is in the namespace,
+// so this runs on the locked thread that then forks init, which enters it
+// (a clone with CLONE_NEWUSER and without CLONE_VM, as Go's ForkExec makes
+// it, moves the child into the thread's namespace for children). The
+// thread must never run another goroutine's fork after this: it ends with
+// init's reap.
+func newTimeNS() error {
+	if err := unix.Unshare(unix.CLONE_NEWTIME); err != nil {
+		return fmt.Errorf("unshare: %w", err)
+	}
+	var mono, boot unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &mono); err != nil {
+		return err
+	}
+	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &boot); err != nil {
+		return err
+	}
+	offsets := fmt.Sprintf("monotonic %d 0\nboottime %d 0\n", -mono.Sec, -boot.Sec)
+	// /proc/TID, not /proc/self: the namespace for children is this
+	// thread's, not the main thread's (the file is only in a pid's
+	// directory, not under task/ or thread-self).
+	if err := os.WriteFile("/proc/"+strconv.Itoa(unix.Gettid())+"/timens_offsets", []byte(offsets), 0); err != nil {
+		return fmt.Errorf("writing the clock offsets: %w", err)
+	}
+	return nil
 }

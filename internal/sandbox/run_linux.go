@@ -97,7 +97,7 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	res = &Result{Degraded: []string{}, LimitsHit: []Limit{}}
 
 	var cg *cgroup.Group
-	if l := spec.Limits; l.MemoryBytes > 0 || l.Pids > 0 || l.CPUs > 0 {
+	if l := spec.Limits; l.MemoryBytes > 0 || l.Pids > 0 || l.CPUs > 0 || spec.Pin.CPUSet != "" {
 		cg, err = newCgroup(spec, res)
 		if err != nil {
 			return nil, err
@@ -164,7 +164,7 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	}
 	defer closeExe()
 	begin := time.Now()
-	p, err := startInit(exe, files)
+	p, err := startInit(exe, files, spec.Pin.TimeNS, res)
 	if err != nil {
 		return nil, &SetupError{Step: "starting the sandbox", Err: err,
 			Hint: "run `proctor probe` to see which kernel features are missing"}
@@ -376,10 +376,20 @@ func newCgroup(spec *Spec, res *Result) (*cgroup.Group, error) {
 	if _, err := cgroup.CleanStale(); err != nil {
 		return nil, &SetupError{Step: "removing stale cgroups", Err: err}
 	}
-	lim := cgroup.Limits{MemoryBytes: spec.Limits.MemoryBytes, Pids: spec.Limits.Pids, CPUs: spec.Limits.CPUs}
+	lim := cgroup.Limits{MemoryBytes: spec.Limits.MemoryBytes, Pids: spec.Limits.Pids, CPUs: spec.Limits.CPUs, CPUSet: spec.Pin.CPUSet}
 	name := cgroup.UniqueName()
 	g, err := newGroup(name, lim)
 	var missing *cgroup.MissingControllersError
+	if errors.As(err, &missing) && lim.CPUSet != "" && slices.Contains(missing.Controllers, "cpuset") {
+		// A pin, not a limit: the run goes on unpinned, and says so.
+		res.Unpinned = append(res.Unpinned, "cpuset: "+missing.Reasons["cpuset"])
+		lim.CPUSet = ""
+		if lim == (cgroup.Limits{}) {
+			return nil, nil
+		}
+		g, err = newGroup(name, lim)
+		missing = nil
+	}
 	if errors.As(err, &missing) && spec.AllowDegraded {
 		for _, c := range missing.Controllers {
 			switch c {

@@ -11,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/proctor-sandbox/proctor/internal/cgroup"
 	"github.com/proctor-sandbox/proctor/internal/seccomp"
 )
 
@@ -121,6 +124,8 @@ type Spec struct {
 	// must be quick: the caller waits while it runs.
 	WatchNet func(seccomp.Attempt)
 
+	// Pin asks for conditions that make one run like the next (see Pin).
+	Pin Pin
 	// AllowDegraded lets a run go on when a resource limit cannot be applied on
 	// this host; each one missing is named in Result.Degraded. Namespaces,
 	// mounts, capabilities and seccomp are never degradable.
@@ -129,6 +134,21 @@ type Spec struct {
 	Stdin  io.Reader // nil: empty
 	Stdout io.Writer // nil: discarded
 	Stderr io.Writer // nil: discarded
+}
+
+// Pin is what a run may ask for so that it sees the same machine as the
+// next run with the same spec. These are for reproducibility, not
+// isolation: one that cannot be had here is named in Result.Unpinned and
+// the run goes on. (What every run gets anyway: the hostname, uid and gid 0,
+// HOME=/root, umask 022, a fresh /proc.)
+type Pin struct {
+	// TimeNS runs the sandbox in a new time namespace whose monotonic and
+	// boot-time clocks (uptime) start at zero, whatever the host's uptime.
+	TimeNS bool
+	// CPUSet confines the sandbox to these CPUs (a cgroup cpuset), e.g.
+	// "1" or "0-1": concurrent runs pinned to different CPUs do not take
+	// each other's. They must be CPUs the caller may use.
+	CPUSet string
 }
 
 // Limit names which limit ended or constrained a run.
@@ -157,6 +177,9 @@ type Result struct {
 	MemoryPeakBytes int64    `json:"memory_peak_bytes,omitempty"`
 	OutputBytes     int64    `json:"output_bytes"` // stdout+stderr bytes passed on (at most the cap)
 	Degraded        []string `json:"degraded"`
+	// Unpinned names each thing of Spec.Pin this host could not give, and
+	// why ("time namespace: …", "cpuset: …").
+	Unpinned []string `json:"unpinned,omitempty"`
 	Cgroup          string   `json:"cgroup,omitempty"` // "v1", "v2" or "" when no limit needed one
 }
 
@@ -275,6 +298,20 @@ func (s *Spec) validate() error {
 		return &SpecError{Field: "timeout", Err: fmt.Errorf("negative")}
 	case l.OutputBytes < 0:
 		return &SpecError{Field: "output-limit", Err: fmt.Errorf("negative")}
+	}
+	if c := s.Pin.CPUSet; c != "" {
+		cpus, err := cgroup.ParseCPUSet(c)
+		if err != nil {
+			return &SpecError{Field: "cpuset", Value: c, Err: err}
+		}
+		var mine unix.CPUSet
+		if err := unix.SchedGetaffinity(0, &mine); err == nil {
+			for _, n := range cpus {
+				if !mine.IsSet(n) {
+					return &SpecError{Field: "cpuset", Value: c, Err: fmt.Errorf("CPU %d is not one this process may run on", n)}
+				}
+			}
+		}
 	}
 	return nil
 }

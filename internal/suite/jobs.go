@@ -7,6 +7,8 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // DefaultJobs is how many trials may run at once on this machine: no more
@@ -49,4 +51,44 @@ func memAvailableMB() int64 {
 		}
 	}
 	return 0
+}
+
+// slotCPUSets gives each of jobs slots CPUs of its own, as cpuset lists,
+// when there are at least as many CPUs this process may run on as jobs: the
+// CPUs in order, split as evenly as they go. With more jobs than CPUs every
+// slot shares them all (""), and each trial's verdict says it was not
+// pinned to CPUs of its own.
+func slotCPUSets(jobs int) []string {
+	out := make([]string, jobs)
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return out
+	}
+	var cpus []int
+	for c := 0; c < len(set)*64 && len(cpus) < set.Count(); c++ {
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return splitCPUs(cpus, jobs)
+}
+
+// splitCPUs splits cpus among jobs slots, "" for each when there are fewer
+// CPUs than slots.
+func splitCPUs(cpus []int, jobs int) []string {
+	out := make([]string, jobs)
+	if len(cpus) < jobs || jobs == 0 {
+		return out
+	}
+	for i := range jobs {
+		var b strings.Builder
+		for j, c := range cpus[i*len(cpus)/jobs : (i+1)*len(cpus)/jobs] {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.Itoa(c))
+		}
+		out[i] = b.String()
+	}
+	return out
 }

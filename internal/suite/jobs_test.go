@@ -1,6 +1,9 @@
 package suite
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestJobsFor(t *testing.T) {
 	for _, c := range []struct {
@@ -19,6 +22,24 @@ func TestJobsFor(t *testing.T) {
 	} {
 		if got := jobsFor(c.ncpu, c.availMB, c.cpus, c.memMB); got != c.want {
 			t.Errorf("jobsFor(%d CPUs, %d MB, %g, %d MB) = %d, want %d", c.ncpu, c.availMB, c.cpus, c.memMB, got, c.want)
+		}
+	}
+}
+
+func TestSplitCPUs(t *testing.T) {
+	for _, c := range []struct {
+		cpus []int
+		jobs int
+		want []string
+	}{
+		{[]int{0, 1}, 2, []string{"0", "1"}},
+		{[]int{0, 1}, 1, []string{"0,1"}},
+		{[]int{0, 1}, 3, []string{"", "", ""}},
+		{[]int{0, 1, 2, 3, 4}, 2, []string{"0,1", "2,3,4"}},
+		{[]int{2, 5, 7}, 3, []string{"2", "5", "7"}},
+	} {
+		if got := splitCPUs(c.cpus, c.jobs); !slices.Equal(got, c.want) {
+			t.Errorf("splitCPUs(%v, %d) = %q, want %q", c.cpus, c.jobs, got, c.want)
 		}
 	}
 }

@@ -129,23 +129,30 @@ func (r *Runner) Run(ctx context.Context) error {
 		mu      sync.Mutex
 		firstEr error
 	)
-	sem := make(chan struct{}, jobs)
+	// One slot per job; with no more jobs than CPUs, each slot has CPUs of
+	// its own, which its trials are pinned to.
+	cpusets := slotCPUSets(jobs)
+	slots := make(chan int, jobs)
+	for i := range jobs {
+		slots <- i
+	}
 	for ctx.Err() == nil {
-		sem <- struct{}{}
+		slot := <-slots
+		release := func() { slots <- slot }
 		if ctx.Err() != nil {
-			<-sem
+			release()
 			break
 		}
 		mu.Lock()
 		stop := firstEr != nil
 		mu.Unlock()
 		if stop {
-			<-sem
+			release()
 			break
 		}
 		t, err := r.Store.Claim()
 		if err != nil || t == nil {
-			<-sem
+			release()
 			if err != nil {
 				mu.Lock()
 				firstEr = err
@@ -156,8 +163,8 @@ func (r *Runner) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
-			res := r.runTrial(ctx, t, agents[t.Agent], tasks[t.Task])
+			defer release()
+			res := r.runTrial(ctx, t, agents[t.Agent], tasks[t.Task], cpusets[slot])
 			if ctx.Err() != nil && res.BundleSHA256 == "" {
 				return // cut by the stop: requeued below
 			}
@@ -242,7 +249,7 @@ func (r *Runner) Recover() (finished, requeued int, err error) {
 
 // runTrial runs one trial as a `proctor run` process that dies with this
 // one, and reads its verdict.
-func (r *Runner) runTrial(ctx context.Context, t *store.Trial, a store.Agent, tk store.Task) store.Result {
+func (r *Runner) runTrial(ctx context.Context, t *store.Trial, a store.Agent, tk store.Task, cpuset string) store.Result {
 	rel := TrialDir(t)
 	out := filepath.Join(r.Dir, rel)
 	res := store.Result{Out: rel}
@@ -255,6 +262,9 @@ func (r *Runner) runTrial(ctx context.Context, t *store.Trial, a store.Agent, tk
 		return res
 	}
 	args := append([]string{"run", "--task", tk.Dir, "--agent", a.Command, "--out", out}, r.Flags.args()...)
+	if cpuset != "" {
+		args = append(args, "--cpuset", cpuset)
+	}
 	var stderr bytes.Buffer
 	start := time.Now()
 	err := runChild(ctx, r.Exe, args, &stderr)

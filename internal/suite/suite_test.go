@@ -3,6 +3,7 @@ package suite_test
 import (
 	"bytes"
 	"crypto/sha256"
+	"encoding/json"
 	"encoding/hex"
 	"errors"
 	"os"
@@ -266,4 +267,50 @@ func deadLeftovers(t *testing.T) []string {
 		})
 	}
 	return left
+}
+
+// With no more jobs than CPUs, each concurrent trial runs on CPUs of its
+// own: two jobs on two CPUs, each trial sees one CPU, both CPUs are used,
+// and the verdicts record it.
+func TestConcurrentTrialsOwnCPUs(t *testing.T) {
+	requireRoot(t)
+	if n := runtime.NumCPU(); n != 2 {
+		t.Skipf("the check is written for 2 CPUs, this machine has %d", n)
+	}
+	dir := filepath.Join(t.TempDir(), "suite")
+	tasks := filepath.Join(repoRoot(), "examples", "tasks", "hello-state")
+	agent := `grep Cpus_allowed_list /proc/self/status; nproc; sleep 0.5`
+	cmd := bench("--tasks", tasks, "--agent", "probe="+agent, "--trials", "4", "--jobs", "2", "--out", dir, "--cache-dir", cacheDir(t), "-q")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	paths, _ := filepath.Glob(filepath.Join(dir, "trials", "*", "*", "*", "verdict.json"))
+	if len(paths) != 4 {
+		t.Fatalf("%d verdicts, want 4", len(paths))
+	}
+	seen := map[string]int{}
+	for _, p := range paths {
+		data, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			Pinned struct {
+				CPUSet   string   `json:"cpuset"`
+				Unpinned []string `json:"unpinned"`
+			} `json:"pinned"`
+		}
+		if err := json.Unmarshal(data, &v); err != nil {
+			t.Fatal(err)
+		}
+		log, _ := os.ReadFile(filepath.Join(filepath.Dir(p), "agent.log"))
+		want := "Cpus_allowed_list:\t" + v.Pinned.CPUSet + "\n1\n"
+		if v.Pinned.CPUSet == "" || len(v.Pinned.Unpinned) != 0 || string(log) != want {
+			t.Errorf("%s: pinned %+v, agent saw %q (want %q)", p, v.Pinned, log, want)
+		}
+		seen[v.Pinned.CPUSet]++
+	}
+	if seen["0"] == 0 || seen["1"] == 0 {
+		t.Errorf("trials ran on %v: want both CPUs used", seen)
+	}
 }

@@ -161,6 +161,10 @@ type ProctorConfig struct {
 	// what the report must show (read from tests/expected.json).
 	Results  string
 	Expected *Expected
+	// PinnedEnv are variables the task pins in every phase, on top of the
+	// harness's pinned defaults (TZ, LANG, LC_ALL), e.g. PYTHONHASHSEED;
+	// never nil. They are recorded in the verdict.
+	PinnedEnv map[string]string
 }
 
 // Load reads and validates the task in dir. It never runs anything and never
@@ -564,7 +568,7 @@ func checkWorkdir(w string) error {
 }
 
 // proctorKeys are the keys of the [proctor] table.
-var proctorKeys = map[string]bool{"rootfs": true, "workspace": true, "git_base": true, "grading": true, "protected": true, "pass_threshold": true, "results": true, "expected": true}
+var proctorKeys = map[string]bool{"rootfs": true, "workspace": true, "git_base": true, "grading": true, "protected": true, "pass_threshold": true, "results": true, "expected": true, "pinned_env": true}
 
 func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 	tb, err := top.table("proctor")
@@ -575,7 +579,7 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 	// otherwise leave a task silently weaker than its author meant.
 	for k := range tb.m {
 		if !proctorKeys[k] {
-			return ProctorConfig{}, tb.errorf(quoteKey(k), ErrUnknownValue, "unknown key (want one of rootfs, workspace, git_base, grading, protected, pass_threshold, results, expected)")
+			return ProctorConfig{}, tb.errorf(quoteKey(k), ErrUnknownValue, "unknown key (want one of rootfs, workspace, git_base, grading, protected, pass_threshold, results, expected, pinned_env)")
 		}
 	}
 	c := ProctorConfig{Rootfs: RootfsHost, Grading: GradingWorkspace, PassThreshold: DefaultPassThreshold}
@@ -673,6 +677,14 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 			return c, tb.errorf("pass_threshold", ErrValue, "%s is not in (0, 1]", fmtFloat(v))
 		}
 		c.PassThreshold = v
+	}
+	if c.PinnedEnv, err = tb.env("pinned_env"); err != nil {
+		return c, err
+	}
+	for k := range c.PinnedEnv {
+		if strings.HasPrefix(k, "PROCTOR_") {
+			return c, tb.errorf("pinned_env."+quoteKey(k), ErrValue, "PROCTOR_ variables are the harness's")
+		}
 	}
 	if err := l.results(tb, &c); err != nil {
 		return c, err

@@ -160,6 +160,7 @@ func TestLoadFull(t *testing.T) {
 			Grading:       GradingState,
 			Protected:     []string{"tests/**", "**/*.lock"},
 			PassThreshold: 0.5,
+			PinnedEnv:     map[string]string{},
 		},
 	}
 	raw := got.Raw
@@ -204,7 +205,7 @@ func TestLoadDefaults(t *testing.T) {
 						NetworkMode: NetworkNone,
 						Env:         map[string]string{},
 					},
-					Proctor: ProctorConfig{Rootfs: RootfsHost, Grading: GradingWorkspace, PassThreshold: 1},
+					Proctor: ProctorConfig{Rootfs: RootfsHost, Grading: GradingWorkspace, PassThreshold: 1, PinnedEnv: map[string]string{}},
 					Raw:     map[string]any{},
 				}
 				if !reflect.DeepEqual(got, want) {

@@ -77,6 +77,7 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
+	v.Pinned = r.pinned()
 	if err := makeOut(o.Out); err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -65,6 +66,10 @@ type Options struct {
 	// hidden paths and its connects (the verdict says "off"). Hiding and
 	// the network cut do not depend on it.
 	NoAudit bool
+	// CPUSet gives the trial's sandboxes CPUs of their own ("1", "0-1"),
+	// so that concurrent trials do not take each other's; "" shares them
+	// (named in the verdict's pinned.unpinned).
+	CPUSet string
 }
 
 // Run runs one trial: prepare, agent phase, freeze, grade, verdict. It
@@ -103,6 +108,7 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
+	v.Pinned = r.pinned()
 	if err := makeOut(o.Out); err != nil {
 		return nil, err
 	}
@@ -136,6 +142,9 @@ func (o *Options) check() error {
 	}
 	if strings.TrimSpace(o.Agent) == "" {
 		return errors.New("--agent: empty command")
+	}
+	if err := checkCPUSet(o.CPUSet); err != nil {
+		return fmt.Errorf("--%w", err)
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("proctor run needs root: its copy-on-write layers are idmapped mounts")
@@ -390,6 +399,16 @@ func (r *runner) digest() error {
 	return cache.Save()
 }
 
+// envMap is envList's map before the harness's own values.
+func (r *runner) envMap(extra map[string]string) map[string]string {
+	m := maps.Clone(PinnedDefaults)
+	maps.Copy(m, r.imageEnv())
+	maps.Copy(m, r.o.Task.Environment.Env)
+	maps.Copy(m, extra)
+	maps.Copy(m, r.o.Task.Proctor.PinnedEnv)
+	return m
+}
+
 func (r *runner) limits(timeout time.Duration) sandbox.Limits {
 	e := r.o.Task.Environment
 	return sandbox.Limits{
@@ -400,18 +419,13 @@ func (r *runner) limits(timeout time.Duration) sandbox.Limits {
 	}
 }
 
-// envList is the environment of a phase: the task's, then extra's, then
-// more's (K=V), each overriding the ones before, sorted by name. The
-// harness's own values (more) thus always win: a task cannot put a real key
-// where the gateway's dummy goes.
+// envList is the environment of a phase: the pinned defaults, the
+// image's, the task's, then extra's, the task's pinned_env, then more's
+// (K=V), each overriding the ones before, sorted by name. The harness's own
+// values (more) thus always win: a task cannot put a real key where the
+// gateway's dummy goes.
 func (r *runner) envList(extra map[string]string, more ...string) []string {
-	m := r.imageEnv()
-	for k, v := range r.o.Task.Environment.Env {
-		m[k] = v
-	}
-	for k, v := range extra {
-		m[k] = v
-	}
+	m := r.envMap(extra)
 	for _, kv := range more {
 		k, v, _ := strings.Cut(kv, "=")
 		m[k] = v
@@ -458,6 +472,7 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 		Env:      r.envList(nil, append([]string{"PROCTOR_INSTRUCTION=" + InstructionPath}, n.env...)...),
 		Args:     []string{"/bin/sh", "-c", r.o.Agent},
 		Limits:   r.limits(t.Agent.Timeout),
+		Pin:      r.pin(),
 		Stdout:   log,
 		Stderr:   log,
 		Listen:   n.listen,
@@ -496,6 +511,7 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 	r.v.Models = n.models(r.o.Net.Gateways)
 	if res != nil {
 		r.v.Phases[PhaseAgent] = phaseOf(res, log)
+		r.notePinned(PhaseAgent, res)
 		r.event("agent.end", phaseDetail(res))
 		r.say("agent phase: exit %d in %d ms%s", res.ExitCode, res.WallMS, limitNote(res))
 	}
@@ -599,6 +615,7 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 		Env:     r.envList(t.Verifier.Env, twEnv...),
 		Args:    []string{"/bin/sh", "-c", graderCommand},
 		Limits:  r.limits(t.Verifier.Timeout),
+		Pin:     r.pin(),
 		Stdout:  log,
 		Stderr:  log,
 		// The tests run the agent's code: it must not trace the verifier
@@ -607,6 +624,7 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	})
 	if res != nil {
 		r.v.Phases[PhaseGrader] = phaseOf(res, log)
+		r.notePinned(PhaseGrader, res)
 		r.event("grader.end", phaseDetail(res))
 		r.say("grader: exit %d in %d ms%s", res.ExitCode, res.WallMS, limitNote(res))
 	}

@@ -81,6 +81,9 @@ type Verdict struct {
 	// Results is what the grader's structured report decided, for a task
 	// with [proctor] results (absent otherwise).
 	Results *ResultsRef `json:"results,omitempty"`
+	// Pinned is what made this run like the next one with the same inputs,
+	// and what this host could not pin.
+	Pinned *PinnedRef `json:"pinned,omitempty"`
 }
 
 // TaskRef names the task and binds its content.
