@@ -18,12 +18,22 @@ const (
 	// bash (a busybox image).
 	oracleAgent = "if command -v bash >/dev/null; then exec bash " + trial.SolutionPath + "/solve.sh; else exec sh " + trial.SolutionPath + "/solve.sh; fi"
 	nopAgent    = "true"
+	// maxRepeat bounds validate --repeat.
+	maxRepeat = 1000
 )
+
+// validateRun is one trial of a validation.
+type validateRun struct {
+	name, cmd  string
+	solution   bool // the agent gets /solution
+	wantPassed bool
+}
 
 func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		out string
-		tf  trialFlags
+		out    string
+		repeat int
+		tf     trialFlags
 	)
 	c := &cobra.Command{
 		Use:   "validate TASK_DIR",
@@ -32,6 +42,11 @@ func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
 /solution, as the agent) must pass cleanly, and a do-nothing agent must not
 pass. The results of both go under --out (oracle/ and nop/), or a temporary
 directory that is removed afterwards.
+
+With --repeat N, the oracle runs N times (oracle-1/ …) and the grader runs
+N more times on the first one's frozen changeset (regrade-1/ …): every
+reward, status and expected test outcome must be the same each time, or
+the task is reported flaky, naming what changed.
 
 Exit status: 0 when the task is valid; 1 when it is not; 125 when a trial
 could not be run.`,
@@ -57,19 +72,25 @@ could not be run.`,
 				}
 				defer os.RemoveAll(base)
 			}
+			if repeat < 1 || repeat > maxRepeat {
+				return usageErr("--repeat %d: want 1 to %d", repeat, maxRepeat)
+			}
 			valid := true
 			o, err := tf.options(stderr)
 			if err != nil {
 				return err
 			}
-			for _, a := range []struct {
-				name, cmd  string
-				solution   bool
-				wantPassed bool
-			}{
-				{"oracle", oracleAgent, true, true},
-				{"nop", nopAgent, false, false},
-			} {
+			var runs []validateRun
+			for i := 1; i <= repeat; i++ {
+				name := "oracle"
+				if repeat > 1 {
+					name = fmt.Sprintf("oracle-%d", i)
+				}
+				runs = append(runs, validateRun{name, oracleAgent, true, true})
+			}
+			runs = append(runs, validateRun{"nop", nopAgent, false, false})
+			var oracles []*trial.Verdict
+			for _, a := range runs {
 				o.Task, o.Agent, o.Solution, o.Out = t, a.cmd, a.solution, filepath.Join(base, a.name)
 				v, err := trial.Run(c.Context(), o)
 				if err != nil {
@@ -80,9 +101,46 @@ could not be run.`,
 				if !ok {
 					verdict, valid = "WRONG", false
 				}
-				fmt.Fprintf(stdout, "%-6s %s: passed=%t status=%s reward=%g\n", a.name, verdict, v.Passed, v.Status, v.Reward)
+				fmt.Fprintf(stdout, "%-8s %s: passed=%t status=%s reward=%g\n", a.name, verdict, v.Passed, v.Status, v.Reward)
+				if a.solution {
+					oracles = append(oracles, v)
+				}
 			}
-			if !valid {
+			flaky := false
+			if repeat > 1 {
+				changes := trial.Changes(oracles)
+				// The grader again and again on the first oracle's frozen
+				// changeset: a deterministic grader says the same each time.
+				graded := []*trial.Verdict{oracles[0]}
+				first := filepath.Join(base, "oracle-1")
+				for i := 1; i <= repeat; i++ {
+					v, err := trial.Regrade(c.Context(), trial.RegradeOptions{
+						Task: t, Archive: filepath.Join(first, trial.ChangesetFile), Digest: oracles[0].Changeset.Digest,
+						Out: filepath.Join(base, fmt.Sprintf("regrade-%d", i)), CacheDir: o.CacheDir, ScratchDir: o.ScratchDir,
+						Progress: o.Progress, AgentPhase: oracles[0].Phases[trial.PhaseAgent],
+					})
+					if err != nil {
+						return fmt.Errorf("regrade %d: %w", i, err)
+					}
+					graded = append(graded, v)
+				}
+				regraded := trial.Changes(graded)
+				for _, ch := range changes {
+					fmt.Fprintf(stdout, "flaky: the oracle's %d runs differ: %s\n", repeat, ch)
+				}
+				for _, ch := range regraded {
+					fmt.Fprintf(stdout, "flaky: the grader on one frozen changeset (oracle-1, then %d regrades) differs: %s\n", repeat, ch)
+				}
+				flaky = len(changes)+len(regraded) > 0
+				if !flaky {
+					fmt.Fprintf(stdout, "stable: %d oracle runs and %d gradings of one changeset agree\n", repeat, repeat+1)
+				}
+			}
+			switch {
+			case flaky:
+				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: flaky: the same inputs gave different results", t.Name),
+					hint: "a test or the reward changed between runs; see the lines above and the logs under --out"}
+			case !valid:
 				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: %w", t.Name, errValidate),
 					hint: "the oracle must pass cleanly and the do-nothing agent must fail; see the logs under --out"}
 			}
@@ -90,7 +148,8 @@ could not be run.`,
 			return nil
 		},
 	}
-	c.Flags().StringVar(&out, "out", "", "keep both trials' results under this directory")
+	c.Flags().StringVar(&out, "out", "", "keep the trials' results under this directory")
+	c.Flags().IntVar(&repeat, "repeat", 1, "run the oracle N times and grade its changeset N more times; any test or reward that changes makes the task flaky")
 	tf.register(c)
 	return c
 }

@@ -47,6 +47,9 @@ type ResultsRef struct {
 	TripwireOK bool     `json:"tripwire_ok"`
 	Tampered   bool     `json:"tampered"`
 	Reason     string   `json:"reason,omitempty"`
+	// Outcomes is what the report said of each expected test id (passed,
+	// skipped, failed, error, or missing): what a repeated grading compares.
+	Outcomes map[string]string `json:"outcomes"`
 }
 
 // tripwire is a test the harness adds to a grader run: it always fails, so a
@@ -117,7 +120,7 @@ func (r *runner) judgeResults(resultsDir string, tw *tripwire, exit int) error {
 		return fmt.Errorf("grader: %w", err)
 	}
 	defer unix.Close(dirfd)
-	ref := &ResultsRef{Format: t.Proctor.Results, Missing: []string{}, Failed: []string{}}
+	ref := &ResultsRef{Format: t.Proctor.Results, Missing: []string{}, Failed: []string{}, Outcomes: map[string]string{}}
 	r.v.Results = ref
 	var res *grade.Results
 	name := resultsFile(t.Proctor.Results)
@@ -154,6 +157,13 @@ func (r *runner) judgeResults(resultsDir string, tw *tripwire, exit int) error {
 		d.Reason = "not resolved: the result channel was tampered with: the test run exited 0 with the tripwire failed"
 	}
 	ref.Resolved, ref.TripwireOK, ref.Tampered = d.Resolved, d.TripwireOK, d.Tampered
+	for _, id := range append(append([]string(nil), e.FailToPass...), e.PassToPass...) {
+		o, ok := res.Tests[id]
+		if !ok {
+			o = "missing"
+		}
+		ref.Outcomes[id] = string(o)
+	}
 	ref.Missing = append(ref.Missing, d.Missing...)
 	ref.Failed = append(ref.Failed, d.Failed...)
 	if ref.Reason == "" {
