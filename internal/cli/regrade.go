@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -121,6 +122,12 @@ func verdictDiffs(was, now *trial.Verdict) []string {
 	}
 	if was.Changeset.Permitted != now.Changeset.Permitted {
 		d = append(d, fmt.Sprintf("changes graded: was %d, now %d", was.Changeset.Permitted, now.Changeset.Permitted))
+	}
+	// Each expected test whose outcome changed ("test T: [passed failed]").
+	for _, ch := range trial.Changes([]*trial.Verdict{was, now}) {
+		if strings.HasPrefix(ch, "test ") {
+			d = append(d, ch)
+		}
 	}
 	return d
 }

@@ -140,6 +140,7 @@ func loadTask(dir string) (*task.Task, error) {
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		taskDir, agent, agentDir, out, cpuset string
+		record                                bool
 		tf                                    trialFlags
 		nf                                    netFlags
 	)
@@ -178,7 +179,7 @@ for a wrong command line.`,
 			if err := nf.apply(&o); err != nil {
 				return err
 			}
-			o.Task, o.Agent, o.AgentDir, o.Out, o.CPUSet = t, agent, agentDir, out, cpuset
+			o.Task, o.Agent, o.AgentDir, o.Out, o.CPUSet, o.Net.Record = t, agent, agentDir, out, cpuset, record
 			v, err := trial.Run(c.Context(), o)
 			return reportTrial(stdout, v, err, out)
 		},
@@ -187,6 +188,7 @@ for a wrong command line.`,
 	c.Flags().StringVar(&agent, "agent", "", "the agent's shell command")
 	c.Flags().StringVar(&agentDir, "agent-dir", "", "a directory mounted read-only at /agent")
 	c.Flags().StringVar(&out, "out", "", "the output directory (created; must be empty)")
+	recordFlag(c, &record)
 	c.Flags().StringVar(&cpuset, "cpuset", "", "run the trial's sandboxes on these CPUs only, e.g. 1 or 0-1 (proctor bench gives each concurrent trial its own)")
 	tf.register(c)
 	nf.register(c)

@@ -101,7 +101,7 @@ could not be run.`,
 				if !ok {
 					verdict, valid = "WRONG", false
 				}
-				fmt.Fprintf(stdout, "%-8s %s: passed=%t status=%s reward=%g\n", a.name, verdict, v.Passed, v.Status, v.Reward)
+				fmt.Fprintf(stdout, "%-6s %s: passed=%t status=%s reward=%g\n", a.name, verdict, v.Passed, v.Status, v.Reward)
 				if a.solution {
 					oracles = append(oracles, v)
 				}

@@ -36,7 +36,9 @@
 //     or print the key in an error;
 //   - buffer without bound: request bodies are capped (413), and all of them
 //     together; usage is parsed from at most a few MiB of each response;
-//   - report a call twice or not at all, or call Record after Close returned.
+//   - report a call twice or not at all, or call Record after Close returned;
+//   - put the key on a Tape, drop a call from one silently, or, replaying,
+//     send anything anywhere.
 //
 // It knows nothing of sandboxes or trials: the caller makes the listener,
 // reads the key from the host (KeyFromEnv) and writes the calls down.
@@ -73,12 +75,85 @@
 // a body over 32 MiB 413, bodies held together over 256 MiB 503;
 // failures to reach or read the upstream 502. Each is a JSON error, with a
 // one-line message both the OpenAI and Anthropic SDKs show, and a recorded
-// Call (with Error set); none is forwarded.
+// Call (with Error set); none is forwarded. With a Tape, a request is
+// refused 503 once the recording has failed, and, replaying, 409 once the
+// replay has diverged (see "Recording and replay").
 //
 // Limits: headers must arrive within 10s and the whole request within 2
 // minutes; at most 512 connections are served at once (more wait to be
 // accepted). Responses have no time limit: the upstream's (or the caller's
 // Transport's) apply.
+//
+// # Recording and replay
+//
+// A Tape records the calls of a trial, for a later run to replay them
+// without the provider. NewTape makes one; each Gateway of the trial is
+// given it as Options.Tape. Every request a Gateway serves, relayed or
+// refused by its own checks (not one refused for coming after Close), gets
+// the Tape's next seq once its body has been read, or when it is refused
+// before that: calls are numbered from 1, over all the Gateways of the Tape,
+// in the order their bodies were read. A call holds the gateway's name, the
+// method, the target (the path as forwarded, escaped, and the query as
+// forwarded, credential parameters dropped; Call.Path for a request refused
+// before its target passed), the digest and size of the request body (none
+// if refused before it was read), and what the agent was sent: status,
+// Content-Type (no other header), the body as the agent got it (decoded and
+// scrubbed: no key is ever on a Tape), and whether the gateway cut the
+// response because the upstream's broke off.
+//
+// WriteTo writes recording.jsonl, the same bytes for the same calls: a
+// header line, a line per call in seq order, then a line per distinct body
+// (bodies are stored once, by SHA-256) sorted by digest:
+//
+//	{"schema":"proctor.recording/v1","calls":2,"blobs":3}
+//	{"seq":1,"gateway":"openai","method":"POST","target":"/v1/chat/completions","request_sha256":"9555…","request_bytes":72,"status":200,"content_type":"application/json","response_sha256":"5170…","response_bytes":448}
+//	{"seq":2,"gateway":"openai","method":"GET","target":"/v1/files","request_sha256":"","request_bytes":0,"status":403,"content_type":"application/json","response_sha256":"2310…","response_bytes":138}
+//	{"sha256":"2310…","base64":"eyJl…"}
+//	… and the lines of 5170… and 9555…
+//
+// Each line is encoding/json of fixed fields in that order, without spaces
+// or HTML escapes, and a newline; digests are lower-case hex, base64 is
+// standard and padded, request_sha256 is "" for a body not read, cut is
+// written only when true. Strings are kept as valid UTF-8 (an invalid byte
+// becomes U+FFFD, recording and replaying alike), so they survive JSON.
+//
+// ReadTape reads such a file as hostile input, and accepts it only in
+// exactly that form: within a size limit, each line strict (no unknown or
+// repeated field), seq contiguous from 1, the header's counts right, every
+// body a call names present once, hashing to its digest (else
+// ErrTapeTampered), and no other; else a *TapeError names the line and
+// field. The digests make a file consistent, not authentic: keep
+// recordings where the agent cannot write.
+//
+// Replay: each Gateway is given the Tape from ReadTape as Options.Replay,
+// and then needs no key and uses no network. A request goes through the
+// same checks as a live one; once its body has been read (or when it is
+// refused before that) it is matched against the next call of the Tape,
+// one cursor for all its Gateways: gateway, method, target and request
+// digest must be those recorded. Headers are not compared: SDKs add retry
+// counts and request ids. A request that matches and passes the checks is
+// answered with the recorded status, Content-Type and body, a stream as it
+// was recorded, and cut where it was cut; one the gateway refuses gets the
+// gateway's own refusal, which must be the one recorded (else the gateway,
+// not the agent, has diverged). Calls are reported to Record as live ones
+// are, so Usage comes out as it did.
+//
+// A request that does not match, or comes after the last call recorded, is
+// a divergence, and ends the replay for good: that request and every later
+// one get 409 (a JSON error in the usual form), Err returns the
+// *DivergedError, and Tape.OnDiverge is called once, so the caller can stop
+// the agent at once. Done, called once the agent has finished, also reports
+// an agent that made fewer calls than recorded. Requests the agent makes at
+// once are matched in the order their bodies are read: an agent whose
+// concurrent requests finish in another order than they did diverges.
+//
+// Limits: a Tape holds at most 100,000 calls, 256 MiB of bodies (distinct
+// ones, with the responses being recorded) and 128 MiB of call lines
+// (counted at 400 bytes plus 6 a byte of their strings); so a file is at
+// most MaxRecordingSize. Beyond a limit recording fails, for good and never
+// silently: Err returns an error wrapping ErrTapeFull, every later request
+// is refused (503) rather than spend the key on a trial that has failed, and
+// WriteTo writes nothing. ReadTape holds a recording's bodies in memory.
 //
 // # What the agent may ask
 //

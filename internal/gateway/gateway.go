@@ -29,8 +29,9 @@ const (
 type Options struct {
 	// Spec is the provider to stand in for.
 	Spec Spec
-	// Key is the real key, which the agent must never see. Required: at least
-	// 8 bytes of printable ASCII, none of space and []"\<>&.
+	// Key is the real key, which the agent must never see. Required, but
+	// when replaying: at least 8 bytes of printable ASCII, none of space and
+	// []"\<>&.
 	Key string
 	// Transport sends the requests upstream. Nil means a clone of
 	// http.DefaultTransport without proxy (the host's HTTPS_PROXY is not
@@ -42,6 +43,16 @@ type Options struct {
 	// goroutine serving it: so concurrently, and it must be safe for that.
 	// A slow Record delays the end of that request only.
 	Record func(Call)
+	// Tape, if not nil, records every request the Gateway serves, relayed
+	// or refused (record mode): a Tape from NewTape, shared by the
+	// Gateways of one trial. See "Recording and replay".
+	Tape *Tape
+	// Replay, if not nil, answers each request from a recording, a Tape
+	// from ReadTape shared by the Gateways of one trial, instead of the
+	// upstream (replay mode): Key is then optional (if given, it is
+	// scrubbed from what is replayed) and Transport is never used; nothing
+	// is sent anywhere. Not with Tape.
+	Replay *Tape
 }
 
 // A Gateway relays requests from the agent to one provider, adding the real
@@ -54,6 +65,8 @@ type Gateway struct {
 	transport http.RoundTripper
 	own       *http.Transport // transport, when New made it
 	record    func(Call)
+	tape      *Tape // Options.Tape: record mode
+	replay    *Tape // Options.Replay: replay mode
 	srv       *http.Server
 	ctx       context.Context // cancelled by Close: cuts upstream requests
 	cancel    context.CancelFunc
@@ -72,8 +85,13 @@ func New(o Options) (*Gateway, error) {
 	if reason := o.Spec.problem(); reason != "" {
 		return nil, specError(o.Spec.Name, reason)
 	}
-	if err := checkKey(o.Spec.Name, o.Key); err != nil {
+	if err := checkTapes(o); err != nil {
 		return nil, err
+	}
+	if o.Replay == nil || o.Key != "" {
+		if err := checkKey(o.Spec.Name, o.Key); err != nil {
+			return nil, err
+		}
 	}
 	g := &Gateway{
 		spec:      o.Spec,
@@ -81,11 +99,15 @@ func New(o Options) (*Gateway, error) {
 		key:       o.Key,
 		transport: o.Transport,
 		record:    o.Record,
+		tape:      o.Tape,
+		replay:    o.Replay,
 		maxBody:   maxRequestBody,
 		maxHeld:   maxBufferedBody,
 		usage:     make(map[string]*Usage),
 	}
-	if g.transport == nil {
+	if g.replay != nil {
+		g.transport = nil // never used: no network
+	} else if g.transport == nil {
 		t, ok := http.DefaultTransport.(*http.Transport)
 		if ok {
 			t = t.Clone()
@@ -155,6 +177,12 @@ type exchange struct {
 	call  Call
 	start time.Time
 	sink  *sink
+
+	// With a Tape or a Replay:
+	target string    // the target as the tape has it (see takeTurn)
+	taped  bool      // takeTurn was called
+	tc     *tapeCall // recording: x's call; replaying: the recorded call x matched
+	cut    bool      // the gateway cut the response on purpose
 }
 
 func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
@@ -170,6 +198,8 @@ func (g *Gateway) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		sink:  &sink{w: w, rc: http.NewResponseController(w), h: sha256.New()},
 	}
 	x.call.Time = x.start
+	x.target = tapeString(x.call.Path) // until admit has passed the target
+
 	defer g.finish(x) // runs also when relay aborts the response with a panic
 	g.relay(w, r, x)
 }
@@ -188,6 +218,7 @@ func (g *Gateway) finish(x *exchange) {
 		c.InputTokens, c.OutputTokens, c.TotalTokens = t.input, t.output, t.total
 		c.CacheReadTokens, c.CacheWriteTokens = t.cacheRead, t.cacheWrite
 	}
+	g.tapeEnd(x)
 	g.tally(c)
 	if g.record != nil {
 		g.record(*c)
@@ -217,6 +248,7 @@ type sink struct {
 	h   hash.Hash
 	n   int64
 	m   *meter // nil: do not meter
+	tee *tee   // nil: do not record
 	err error  // the first write error: the client is gone
 }
 
@@ -229,6 +261,9 @@ func (s *sink) Write(p []byte) (int, error) {
 	s.n += int64(n)
 	if s.m != nil {
 		s.m.Write(p[:n])
+	}
+	if s.tee != nil {
+		s.tee.write(p[:n])
 	}
 	if err != nil {
 		s.err = err

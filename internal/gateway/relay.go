@@ -29,15 +29,16 @@ var credentialParams = map[string]bool{"key": true, "api_key": true, "api-key": 
 const relayStep = 32 << 10
 
 // relay serves one request: check it, read its body, send it upstream, relay
-// the response. On a failure after the response has begun it aborts the
-// connection (panic http.ErrAbortHandler), so the agent sees a cut response,
-// not a short one.
+// the response (replaying: answer as recorded instead). On a failure after
+// the response has begun it aborts the connection (panic
+// http.ErrAbortHandler), so the agent sees a cut response, not a short one.
 func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange) {
 	rawQuery, status, reason := g.admit(r)
 	if status != 0 {
 		g.refuse(w, x, status, reason)
 		return
 	}
+	x.target = tapeString(forwardedTarget(r, rawQuery))
 	body, status, err := g.readBody(r)
 	held := int64(cap(body))
 	release := func() { g.buffered.Add(-held); held = 0 }
@@ -50,6 +51,10 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange) {
 	x.call.RequestSHA256 = hex.EncodeToString(sum[:])
 	x.call.BytesUp = int64(len(body))
 	x.call.Model = requestModel(body)
+	if status, reason := g.takeTurn(x, body); status != 0 {
+		g.refuse(w, x, status, reason)
+		return
+	}
 	if r.Method == http.MethodPost {
 		if status, reason := checkBody(r.Header, body); status != 0 {
 			g.refuse(w, x, status, reason)
@@ -60,6 +65,10 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange) {
 	out, err := g.outgoing(r, rawQuery, body)
 	if err != nil {
 		g.refuse(w, x, http.StatusInternalServerError, err.Error())
+		return
+	}
+	if g.replay != nil {
+		g.replayResponse(w, x) // instead of the upstream
 		return
 	}
 	resp, err := g.transport.RoundTrip(out)
@@ -124,6 +133,7 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange) {
 		}
 		if rerr != nil {
 			x.call.Error = g.cause(r, rerr)
+			x.cut = true
 			panic(http.ErrAbortHandler)
 		}
 	}
@@ -151,17 +161,25 @@ func (g *Gateway) clientGone() string {
 }
 
 // refuse answers the request itself, with an error body both the OpenAI and
-// the Anthropic SDKs show the message of.
+// the Anthropic SDKs show the message of. With a Tape or a Replay, a request
+// refused before its body was read takes its turn on it here; replaying, a
+// refusal must be the one recorded, else the replay has diverged.
 func (g *Gateway) refuse(w http.ResponseWriter, x *exchange, status int, reason string) {
+	if !x.taped {
+		if s, why := g.takeTurn(x, nil); s != 0 {
+			status, reason = s, why
+		}
+	}
 	reason = scrubString(reason, g.key)
+	body := errorBody(reason)
+	if s, why := g.sameRefusal(x, status, body); s != 0 {
+		status, reason = s, scrubString(why, g.key)
+		body = errorBody(reason)
+	}
 	x.call.Status = status
 	if x.call.Error == "" {
 		x.call.Error = reason
 	}
-	body, _ := json.Marshal(map[string]any{
-		"type":  "error",
-		"error": map[string]string{"type": "proctor_gateway_error", "message": "proctor gateway: " + reason},
-	})
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
@@ -170,7 +188,16 @@ func (g *Gateway) refuse(w http.ResponseWriter, x *exchange, status int, reason 
 		h.Set("Connection", "close")
 	}
 	w.WriteHeader(status)
-	x.sink.Write(append(body, '\n'))
+	x.sink.Write(body)
+}
+
+// errorBody is the JSON error refuse sends, ending in a newline.
+func errorBody(reason string) []byte {
+	body, _ := json.Marshal(map[string]any{
+		"type":  "error",
+		"error": map[string]string{"type": "proctor_gateway_error", "message": "proctor gateway: " + reason},
+	})
+	return append(body, '\n')
 }
 
 // admit checks r's method and target, the endpoint included. It returns the

@@ -180,7 +180,7 @@ type Result struct {
 	// Unpinned names each thing of Spec.Pin this host could not give, and
 	// why ("time namespace: …", "cpuset: …").
 	Unpinned []string `json:"unpinned,omitempty"`
-	Cgroup          string   `json:"cgroup,omitempty"` // "v1", "v2" or "" when no limit needed one
+	Cgroup   string   `json:"cgroup,omitempty"` // "v1", "v2" or "" when no limit needed one
 }
 
 // validate checks the spec before anything is created, so bad input never

@@ -36,6 +36,13 @@ type NetOptions struct {
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// GatewayTransport replaces the gateways' HTTP transport (tests).
 	GatewayTransport http.RoundTripper
+	// Record keeps every model call of the agent phase, request and
+	// response, in OUT/recording.jsonl (an artifact of the bundle).
+	Record bool
+	// Replay answers the gateways' calls from a recording instead of the
+	// providers (no key, no network); the first call that differs from the
+	// recording stops the agent, and the trial is an error that says where.
+	Replay *gateway.Tape
 }
 
 // NetworkRef is the agent's network in the verdict: the mode, the
@@ -81,6 +88,7 @@ type agentNet struct {
 
 	proxy    *netpolicy.Proxy
 	gateways []*gateway.Gateway
+	tape     *gateway.Tape // recording the gateways' calls, or nil
 
 	mu  sync.Mutex // guards net
 	net NetworkRef
@@ -96,6 +104,14 @@ func checkNet(n *NetOptions) (keys map[string]string, err error) {
 		}
 	}
 	keys = map[string]string{}
+	switch {
+	case n.Record && n.Replay != nil:
+		return nil, fmt.Errorf("--record: a replay is not recorded again")
+	case (n.Record || n.Replay != nil) && len(n.Gateways) == 0:
+		return nil, fmt.Errorf("--record: no --model-gateway to record or replay")
+	case n.Replay != nil:
+		return keys, nil // answered from the recording: no key needed
+	}
 	for _, g := range n.Gateways {
 		getenv := n.Getenv
 		if getenv == nil {
@@ -129,6 +145,9 @@ func (r *runner) agentNetwork() (mode string, hosts []string) {
 // yet: the sandbox makes the listeners and hands them to serve.
 func (r *runner) startNet() (*agentNet, error) {
 	n := &agentNet{}
+	if r.o.Net.Record {
+		n.tape = gateway.NewTape()
+	}
 	mode, hosts := r.agentNetwork()
 	n.net = NetworkRef{Mode: mode, AllowedHosts: hosts}
 	if mode == task.NetworkAllowlist {
@@ -153,7 +172,8 @@ func (r *runner) startNet() (*agentNet, error) {
 		n.env = append(n.env, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1", "NODE_USE_ENV_PROXY=1")
 	}
 	for i, g := range r.o.Net.Gateways {
-		gw, err := gateway.New(gateway.Options{Spec: g, Key: r.keys[g.Name], Transport: r.o.Net.GatewayTransport, Record: r.gatewayCall})
+		gw, err := gateway.New(gateway.Options{Spec: g, Key: r.keys[g.Name], Transport: r.o.Net.GatewayTransport, Record: r.gatewayCall,
+			Tape: n.tape, Replay: r.o.Net.Replay})
 		if err != nil {
 			n.stop()
 			return nil, fmt.Errorf("starting the %s gateway: %w", g.Name, err)

@@ -66,6 +66,10 @@ type Options struct {
 	// hidden paths and its connects (the verdict says "off"). Hiding and
 	// the network cut do not depend on it.
 	NoAudit bool
+	// ReplayOf, with Net.Replay, describes the recorded trial being
+	// replayed (its recording's digest and calls, its changeset digest):
+	// the verdict's replay section starts from it.
+	ReplayOf *ReplayRef
 	// CPUSet gives the trial's sandboxes CPUs of their own ("1", "0-1"),
 	// so that concurrent trials do not take each other's; "" shares them
 	// (named in the verdict's pinned.unpinned).
@@ -109,6 +113,12 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 		return nil, err
 	}
 	v.Pinned = r.pinned()
+	if o.Net.Replay != nil {
+		v.Replay = &ReplayRef{}
+		if o.ReplayOf != nil {
+			*v.Replay = *o.ReplayOf
+		}
+	}
 	if err := makeOut(o.Out); err != nil {
 		return nil, err
 	}
@@ -121,7 +131,10 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 	v.settle()
 	r.audit.Seal()
 	v.Audit.Events, v.Audit.Counts, v.Audit.LeftOut = r.audit.Len()+1, r.audit.Counts(), r.audit.LeftOut()
-	for _, a := range []string{AgentLog, ChangesetFile, GraderLog, AuditFile} {
+	if v.Replay != nil {
+		v.Replay.Identical = v.Changeset.Digest != "" && v.Changeset.Digest == v.Replay.RecordedChangeset
+	}
+	for _, a := range []string{AgentLog, ChangesetFile, GraderLog, AuditFile, RecordingFile} {
 		if _, serr := os.Stat(filepath.Join(o.Out, a)); serr == nil {
 			v.Artifacts = append(v.Artifacts, a)
 		}
@@ -495,11 +508,27 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 	r.say("agent phase: %s", r.o.Agent)
 	r.event("agent.start", detail("command", r.o.Agent, "workdir", t.Environment.Workdir,
 		"network", n.net.Mode, "listen", n.listen))
-	res, err := sandbox.Run(ctx, spec)
+	actx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	if tp := r.o.Net.Replay; tp != nil {
+		// The first call the recording does not hold ends the replay:
+		// the agent is stopped at once (the gateway answers it 409).
+		tp.OnDiverge = func(error) { stopAgent() }
+	}
+	res, err := sandbox.Run(actx, spec)
 	// Every server has recorded its last request before the verdict is
 	// written: the tree is dead, nothing can reach them any more.
 	if serr := n.stop(); serr != nil && err == nil {
 		err = fmt.Errorf("stopping the agent's network: %w", serr)
+	}
+	if tp := r.o.Net.Replay; tp != nil && tp.Err() != nil && ctx.Err() == nil {
+		err = nil // stopped for the divergence, which replayDone reports
+	}
+	if err == nil {
+		err = r.saveRecording(n)
+	}
+	if err == nil {
+		err = r.replayDone()
 	}
 	if cerr := tr.close(); cerr != nil && err == nil {
 		err = fmt.Errorf("stopping the audit trap: %w", cerr)

@@ -84,6 +84,10 @@ type Verdict struct {
 	// Pinned is what made this run like the next one with the same inputs,
 	// and what this host could not pin.
 	Pinned *PinnedRef `json:"pinned,omitempty"`
+	// Recording is where the agent's model calls were recorded (run
+	// --record); Replay, what a replay of a recorded trial found.
+	Recording *RecordingRef `json:"recording,omitempty"`
+	Replay    *ReplayRef    `json:"replay,omitempty"`
 }
 
 // TaskRef names the task and binds its content.
