@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/proctor-sandbox/proctor/internal/bundle"
+	"github.com/proctor-sandbox/proctor/internal/report"
 	"github.com/proctor-sandbox/proctor/internal/store"
 	"github.com/proctor-sandbox/proctor/internal/suite"
 	"github.com/proctor-sandbox/proctor/internal/task"
@@ -30,6 +31,7 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		taskDirs, agents []string
 		trials, jobs     int
+		regrades         int
 		out, resume      string
 		agentDir         string
 		tf               trialFlags
@@ -44,7 +46,10 @@ the CPUs and memory hold at the tasks' limits). Every trial is an ordinary
 proctor run with its own signed bundle under DIR/trials/; DIR/proctor.db is
 the store of what is done. Killed at any moment, a suite loses no finished
 trial: proctor bench --resume DIR runs what is left. proctor report DIR
-reads the results.
+reads the results. When every trial is done, --regrade N of them are graded
+again from their frozen changesets; a verdict that changed is a warning
+(the grader is not deterministic), kept in DIR/regrades.jsonl for the
+report.
 
 Exit status: 0 when every trial ran (whatever they scored); 125 when the
 suite could not run; 130 when stopped (resumable); 2 for a wrong command
@@ -54,7 +59,7 @@ line.`,
 				if len(taskDirs)+len(agents)+len(args) > 0 || out != "" {
 					return usageErr("--resume takes the suite directory alone: its tasks, agents and flags are in its store")
 				}
-				return resumeSuite(c, resume, jobs, tf.quiet, stdout, stderr)
+				return resumeSuite(c, resume, jobs, regrades, tf.quiet, stdout, stderr)
 			}
 			taskDirs = append(taskDirs, args...)
 			if len(taskDirs) == 0 {
@@ -69,7 +74,10 @@ line.`,
 			if trials < 1 {
 				return usageErr("--trials: want 1 or more, got %d", trials)
 			}
-			return startSuite(c, startArgs{taskDirs, agents, trials, jobs, out, agentDir, &tf, &nf}, stdout, stderr)
+			if regrades < 0 {
+				return usageErr("--regrade: want 0 or more, got %d", regrades)
+			}
+			return startSuite(c, startArgs{taskDirs, agents, trials, jobs, regrades, out, agentDir, &tf, &nf}, stdout, stderr)
 		},
 	}
 	c.Flags().StringArrayVar(&taskDirs, "tasks", nil, "a task directory, or a directory of them (repeatable; more may follow as arguments)")
@@ -78,6 +86,7 @@ line.`,
 	c.Flags().IntVar(&jobs, "jobs", 0, "trials at once (default: what the CPUs and memory hold)")
 	c.Flags().StringVar(&out, "out", "", "the suite directory (created; must be empty)")
 	c.Flags().StringVar(&resume, "resume", "", "resume the suite in this directory")
+	c.Flags().IntVar(&regrades, "regrade", 3, "when the suite is done, grade this many finished trials again and warn of any verdict that changed (0: none)")
 	c.Flags().StringVar(&agentDir, "agent-dir", "", "a directory mounted read-only at /agent in every trial")
 	tf.register(c)
 	nf.register(c)
@@ -87,6 +96,7 @@ line.`,
 type startArgs struct {
 	taskDirs, agents []string
 	trials, jobs     int
+	regrades         int
 	out, agentDir    string
 	tf               *trialFlags
 	nf               *netFlags
@@ -173,10 +183,10 @@ func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
 	if err := st.CreateSuite(store.Suite{Trials: a.trials, Agents: agents, Tasks: tasks, Options: opts, Created: time.Now().UTC()}); err != nil {
 		return err
 	}
-	return runSuite(c, a.out, st, flags, a.jobs, a.tf.quiet, stdout, stderr)
+	return runSuite(c, a.out, st, flags, a.jobs, a.regrades, a.tf.quiet, stdout, stderr)
 }
 
-func resumeSuite(c *cobra.Command, dir string, jobs int, quiet bool, stdout, stderr io.Writer) error {
+func resumeSuite(c *cobra.Command, dir string, jobs, regrades int, quiet bool, stdout, stderr io.Writer) error {
 	st, err := store.Open(dir)
 	if err != nil {
 		return err
@@ -190,10 +200,10 @@ func resumeSuite(c *cobra.Command, dir string, jobs int, quiet bool, stdout, std
 	if err := json.Unmarshal(su.Options, &flags); err != nil {
 		return fmt.Errorf("%s: the suite's run flags: %w", filepath.Join(dir, store.File), err)
 	}
-	return runSuite(c, dir, st, flags, jobs, quiet, stdout, stderr)
+	return runSuite(c, dir, st, flags, jobs, regrades, quiet, stdout, stderr)
 }
 
-func runSuite(c *cobra.Command, dir string, st *store.Store, flags suite.RunFlags, jobs int, quiet bool, stdout, stderr io.Writer) error {
+func runSuite(c *cobra.Command, dir string, st *store.Store, flags suite.RunFlags, jobs, regrades int, quiet bool, stdout, stderr io.Writer) error {
 	if jobs > 0 {
 		flags.Jobs = jobs
 	}
@@ -233,7 +243,81 @@ func runSuite(c *cobra.Command, dir string, st *store.Store, flags suite.RunFlag
 	if err != nil {
 		return err
 	}
+	if err := benchRegrades(c, dir, st, regrades, stdout, stderr); err != nil {
+		return err
+	}
 	fmt.Fprintf(stdout, "suite %s: %d trial(s) done, %d could not run; proctor report %s\n", dir, counts["done"], counts["failed"], dir)
+	return nil
+}
+
+// RegradesFile, in a suite directory, holds the regrades of proctor bench's
+// sample: one JSON object a line, {"agent","task","index","same","detail"}.
+const RegradesFile = "regrades.jsonl"
+
+// benchRegrades grades a sample of n finished trials again, evenly spread
+// over the suite, and prints each whose verdict changed: a grader that is
+// not deterministic on a frozen changeset makes its task's scores noise.
+// The results go to DIR/regrades.jsonl, which proctor report lists.
+func benchRegrades(c *cobra.Command, dir string, st *store.Store, n int, stdout, stderr io.Writer) error {
+	if n <= 0 {
+		return nil
+	}
+	su, err := st.Suite()
+	if err != nil {
+		return err
+	}
+	tasks := map[string]store.Task{}
+	for _, t := range su.Tasks {
+		tasks[t.Name] = t
+	}
+	ts, err := st.Trials()
+	if err != nil {
+		return err
+	}
+	var done []store.Trial
+	for _, t := range ts {
+		if t.State == store.StateDone && t.Result != nil && t.Result.BundleSHA256 != "" {
+			done = append(done, t)
+		}
+	}
+	if len(done) == 0 {
+		return nil
+	}
+	var flags suite.RunFlags
+	if err := json.Unmarshal(su.Options, &flags); err != nil {
+		return err
+	}
+	var lines []byte
+	same, changed := 0, 0
+	step := max(len(done)/n, 1)
+	for k := 0; k < len(done) && same+changed < n; k += step {
+		t := done[k]
+		rg := report.Regrade{Agent: t.Agent, Task: t.Task, Index: t.Index}
+		detail, err := regradeOne(c, filepath.Join(dir, t.Result.Out), tasks[t.Task].Dir, flags.CacheDir, flags.ScratchDir)
+		switch {
+		case err != nil:
+			rg.Detail = "could not regrade: " + err.Error()
+		case detail == "":
+			rg.Same = true
+		default:
+			rg.Detail = detail
+		}
+		if rg.Same {
+			same++
+		} else {
+			changed++
+			fmt.Fprintf(stderr, "proctor: warning: regrade of %s/%s/%d changed: %s\n", t.Agent, t.Task, t.Index, rg.Detail)
+		}
+		b, err := json.Marshal(rg)
+		if err != nil {
+			return err
+		}
+		lines = append(append(lines, b...), '\n')
+	}
+	if err := os.WriteFile(filepath.Join(dir, RegradesFile), lines, 0o644); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "regrade: %d of %d sampled trial(s) graded again identically\n", same, same+changed)
 	return nil
 }
 
