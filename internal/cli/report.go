@@ -6,8 +6,10 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -152,13 +154,44 @@ func reportInput(c *cobra.Command, dir, pubkey string, regrades int, tf *trialFl
 			fmt.Fprintf(stderr, "proctor: %s × %s #%d is not counted: %s\n", t.Agent, t.Task, t.Index, t.VerifyError)
 		}
 	}
+	if in.Regrades, err = benchRegradesOf(dir); err != nil {
+		return nil, err
+	}
 	if regrades > 0 {
-		in.Regrades, err = regradeSample(c, dir, in.Trials, tasks, regrades, tf, stderr)
+		more, err := regradeSample(c, dir, in.Trials, tasks, regrades, tf, stderr)
 		if err != nil {
 			return nil, err
 		}
+		in.Regrades = append(in.Regrades, more...)
 	}
 	return in, nil
+}
+
+// benchRegradesOf reads the regrades proctor bench made (DIR/regrades.jsonl),
+// if any.
+func benchRegradesOf(dir string) ([]report.Regrade, error) {
+	path := filepath.Join(dir, RegradesFile)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []report.Regrade
+	for i, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		if line == "" {
+			continue
+		}
+		var g report.Regrade
+		dec := json.NewDecoder(strings.NewReader(line))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&g); err != nil {
+			return nil, fmt.Errorf("%s:%d: %v", path, i+1, err)
+		}
+		out = append(out, g)
+	}
+	return out, nil
 }
 
 // suitePublicKey is --pubkey's key, or the public half of the suite's

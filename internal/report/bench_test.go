@@ -52,3 +52,12 @@ func BenchmarkBuildAndWrite10k(b *testing.B) {
 	}
 	b.Logf("%d trials: Build + JSON + Markdown + CSV + HTML took %v per run", len(in.Trials), time.Since(start)/time.Duration(b.N))
 }
+
+// BenchmarkBuild10k is Build alone, whose largest part is the agents'
+// bootstraps.
+func BenchmarkBuild10k(b *testing.B) {
+	in := large()
+	for b.Loop() {
+		Build(in)
+	}
+}

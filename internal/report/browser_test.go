@@ -73,6 +73,11 @@ func TestBrowserDOM(t *testing.T) {
 		`data-agent="beta" data-task="t1" data-pass-rate="0.0000" data-trials="3" data-passed="0"`,
 		`>57.1%<`,
 		`>2/3<`,
+		// Reproducibility per agent (see TestSpreadFixture).
+		`data-agent="alpha" data-boot-low="0.0000" data-boot-high="1.0000" data-repeated-tasks="3" data-disagreeing-tasks="1" data-disagreement="0.3333" data-run-to-run-sd="0.2020" data-run-to-run-mean-abs="0.1612"`,
+		`>0.0% – 100.0%<`,
+		`>1/3 (33.3%)<`,
+		`>± 20.2 points<`,
 		// The hostile name survived as text, not as an element.
 		`&lt;script&gt;alert(1)&lt;/script&gt;`,
 	} {

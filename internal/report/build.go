@@ -151,11 +151,19 @@ func Build(in Input) *Report {
 			}
 			s.PassAtK = append(s.PassAtK, PassAtK{K: k, Value: v / float64(s.Tasks)})
 		}
+		s.spread(cells[ai])
 	}
 	r.Agents = sums
 	r.Comparisons = compare(agents, tasks, cells)
 	r.Matrix = matrix(agents, tasks, cells)
 	r.Reproducibility = reproducibility(agents, tasks, cells, in.Regrades)
+	for ai := range r.Agents {
+		for ti, task := range tasks {
+			if cells[ai][ti].n > 0 && slices.Contains(r.Reproducibility.FlakyTasks, task) {
+				r.Agents[ai].FlakyTasks++
+			}
+		}
+	}
 	return r
 }
 
@@ -248,11 +256,11 @@ func reproducibility(agents, tasks []string, cells [][]cellAcc, regrades []Regra
 	}
 	for ai, a := range agents {
 		for ti, task := range tasks {
-			c := cells[ai][ti]
+			c := &cells[ai][ti]
 			if c.n == 0 {
 				continue
 			}
-			d := c.passed > 0 && c.passed < c.n
+			d := c.disagrees()
 			rp.Cells++
 			if d {
 				rp.Disagreeing++
@@ -263,12 +271,17 @@ func reproducibility(agents, tasks []string, cells [][]cellAcc, regrades []Regra
 			})
 		}
 	}
+	rp.FlakyTasks = []string{}
 	for _, g := range regrades {
 		if !g.Same {
 			rp.Regrades.Differing++
 			rp.Regrades.Mismatches = append(rp.Regrades.Mismatches, g)
+			if !slices.Contains(rp.FlakyTasks, g.Task) {
+				rp.FlakyTasks = append(rp.FlakyTasks, g.Task)
+			}
 		}
 	}
+	slices.Sort(rp.FlakyTasks)
 	return rp
 }
 

@@ -6,6 +6,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -152,6 +154,11 @@ func TestBuildFixture(t *testing.T) {
 		if rp.Regrades.Checked != 2 || rp.Regrades.Differing != 1 || rp.Regrades.Mismatches[0].Detail != "test order" {
 			t.Errorf("regrades = %+v", rp.Regrades)
 		}
+		// The regrade that differed makes t2 flaky, and both agents' scores
+		// count it.
+		if !slices.Equal(rp.FlakyTasks, []string{"t2"}) || r.Agents[0].FlakyTasks != 1 || r.Agents[1].FlakyTasks != 1 {
+			t.Errorf("flaky tasks %q, agents' counts %d %d", rp.FlakyTasks, r.Agents[0].FlakyTasks, r.Agents[1].FlakyTasks)
+		}
 	})
 
 	t.Run("integrity", func(t *testing.T) {
@@ -190,8 +197,11 @@ func TestUnverifiedChangesNothing(t *testing.T) {
 	with := Build(in)
 	in.Trials = in.Trials[:len(in.Trials)-1]
 	without := Build(in)
-	if fmt.Sprint(with.Agents, with.Matrix, with.Comparisons, with.Reproducibility.Results) !=
-		fmt.Sprint(without.Agents, without.Matrix, without.Comparisons, without.Reproducibility.Results) {
+	// DeepEqual, not fmt.Sprint: it compares what the summaries' pointers
+	// point at (the bootstrap interval among them), not their addresses.
+	if !reflect.DeepEqual(
+		[]any{with.Agents, with.Matrix, with.Comparisons, with.Reproducibility.Results},
+		[]any{without.Agents, without.Matrix, without.Comparisons, without.Reproducibility.Results}) {
 		t.Error("an unverified trial changed the numbers")
 	}
 }
@@ -274,9 +284,21 @@ func TestJSON(t *testing.T) {
 	agent := m["agents"].([]any)[0].(map[string]any)
 	for _, k := range []string{"name", "trials", "passed", "pass_rate", "ci_low", "ci_high", "mean_reward",
 		"compromised", "errors", "pass_at_k", "model_calls", "input_tokens", "output_tokens",
-		"wall_ms_median", "wall_ms_p90"} {
+		"wall_ms_median", "wall_ms_p90",
+		"bootstrap_low", "bootstrap_high", "repeated_tasks", "disagreeing_tasks", "disagreement",
+		"single_trial_tasks", "run_to_run_sd", "run_to_run_mean_abs"} {
 		if _, ok := agent[k]; !ok {
 			t.Errorf("agent lacks key %q", k)
+		}
+	}
+	// alpha: t1 2/3, t2 2/2, t3 0/2 (see TestSpreadFixture).
+	for k, want := range map[string]any{
+		"bootstrap_low": 0.0, "bootstrap_high": 1.0, "repeated_tasks": 3.0, "disagreeing_tasks": 1.0,
+		"disagreement": 1.0 / 3, "single_trial_tasks": 0.0, "run_to_run_sd": math.Sqrt2 / 7,
+		"run_to_run_mean_abs": 2 / (7 * math.Sqrt(math.Pi)),
+	} {
+		if got, ok := agent[k].(float64); !ok || !near(got, want.(float64), 1e-12) {
+			t.Errorf("alpha %s = %v, want %v", k, agent[k], want)
 		}
 	}
 	trial := m["trials"].([]any)[0].(map[string]any)
@@ -336,7 +358,12 @@ func TestMarkdown(t *testing.T) {
 		`| be\|ta \<b\> | 7 | 1 | 14.3% |`,
 		"Unsolved by every agent: t3",
 		"2 of 6 agent × task cells disagree",
+		// Reproducibility per agent; see TestSpreadFixture for the numbers.
+		"| alpha | 57.1% | 0.0% – 100.0% | 1/3 (33.3%) | ± 20.2 points | 16.1 points |",
+		`| be\|ta \<b\> | 14.3% | `,
+		"Run to run counts trial noise only",
 		"Regrades: 2 checked, 1 differed.",
+		`**Warning: flaky tasks.** A regrade changed a verdict of t2: their grader is not deterministic. These scores count them: alpha (1), be\|ta \<b\> (1).`,
 		"1 trials failed verification",
 		"bundle: digest mismatch",
 	} {
@@ -350,11 +377,83 @@ func TestMarkdown(t *testing.T) {
 }
 
 func TestJSONNoNaN(t *testing.T) {
-	r := Build(fixture())
-	for _, a := range r.Agents {
-		for _, v := range []float64{a.PassRate, a.CILow, a.CIHigh, a.MeanReward} {
-			if math.IsNaN(v) || math.IsInf(v, 0) {
-				t.Errorf("agent %s holds %v", a.Name, v)
+	// A lone trial gives an agent figures that are undefined: the JSON
+	// must say null for them, not NaN (which encoding/json refuses).
+	lone := fixture()
+	lone.Trials = append(lone.Trials, Trial{Agent: "lone", Task: "t1", Status: "clean", Passed: true, Verified: true})
+	for name, in := range map[string]Input{
+		"fixture": fixture(), "hostile": hostile(), "lone": lone, "empty": {Agents: []string{"a"}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := Build(in)
+			for _, a := range r.Agents {
+				vs := []float64{a.PassRate, a.CILow, a.CIHigh, a.MeanReward}
+				for _, p := range []*float64{a.BootLow, a.BootHigh, a.Disagreement, a.RunToRunSD, a.RunToRunMeanAbs} {
+					if p != nil {
+						vs = append(vs, *p)
+					}
+				}
+				for _, k := range a.PassAtK {
+					vs = append(vs, k.Value)
+				}
+				for _, v := range vs {
+					if math.IsNaN(v) || math.IsInf(v, 0) {
+						t.Errorf("agent %s holds %v", a.Name, v)
+					}
+				}
+			}
+			var buf bytes.Buffer
+			if err := r.JSON(&buf); err != nil {
+				t.Fatal(err)
+			}
+			if s := buf.String(); strings.Contains(s, "NaN") || strings.Contains(s, "Inf") {
+				t.Errorf("JSON holds NaN or Inf:\n%s", s)
+			}
+		})
+	}
+}
+
+// The figures that need a counted trial, or a task with two, are null in
+// the JSON where there is none; the counts stay numbers.
+func TestJSONNull(t *testing.T) {
+	in := Input{Agents: []string{"none", "lone", "pair"}, Trials: []Trial{
+		{Agent: "lone", Task: "t", Status: "clean", Passed: true, Verified: true},
+		{Agent: "pair", Task: "t", Status: "clean", Passed: true, Verified: true},
+		{Agent: "pair", Task: "t", Index: 1, Status: "clean", Verified: true},
+	}}
+	var buf bytes.Buffer
+	if err := Build(in).JSON(&buf); err != nil {
+		t.Fatal(err)
+	}
+	var m struct {
+		Agents []map[string]any `json:"agents"`
+	}
+	if err := json.Unmarshal(buf.Bytes(), &m); err != nil {
+		t.Fatal(err)
+	}
+	null := func(keys ...string) map[string]bool {
+		out := map[string]bool{}
+		for _, k := range keys {
+			out[k] = true
+		}
+		return out
+	}
+	for i, wantNull := range []map[string]bool{
+		null("bootstrap_low", "bootstrap_high", "disagreement", "run_to_run_sd", "run_to_run_mean_abs"),
+		null("disagreement", "run_to_run_sd", "run_to_run_mean_abs"),
+		null(),
+	} {
+		a := m.Agents[i]
+		for _, k := range []string{"bootstrap_low", "bootstrap_high", "repeated_tasks", "disagreeing_tasks",
+			"disagreement", "single_trial_tasks", "run_to_run_sd", "run_to_run_mean_abs"} {
+			v, ok := a[k]
+			switch {
+			case !ok:
+				t.Errorf("%s lacks %q", a["name"], k)
+			case wantNull[k] && v != nil:
+				t.Errorf("%s: %s = %v, want null", a["name"], k, v)
+			case !wantNull[k] && v == nil:
+				t.Errorf("%s: %s = null, want a number", a["name"], k)
 			}
 		}
 	}

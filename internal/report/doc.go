@@ -57,6 +57,52 @@
 // a trial naming an agent or task missing from those lists adds it at the
 // end, in order of first appearance.
 //
+// # How reproducible a score is
+//
+// An agent's score is its pass_rate, pooled over trials (passed/trials),
+// not the mean of per-task pass rates; the two are equal when every task
+// has as many trials, and the figures below are of the pooled score. T is
+// the number of tasks with a counted trial of the agent, n_t and c_t a
+// task's counted trials and passes, N = Σ_t n_t.
+//
+//   - bootstrap_low and bootstrap_high are a two-level bootstrap 95%
+//     percentile interval: each of 2,000 resamples draws T of the T tasks
+//     with replacement and, for each drawn task, n_t of its trials with
+//     replacement; the resample's score is the passes drawn over the trials
+//     drawn. The interval runs from the 50th smallest to the 50th largest
+//     of the 2,000 scores. The draws come from a PCG (math/rand/v2)
+//     seeded with the FNV-1a hash of the agent's name, so the same trials
+//     give the same interval, whatever the other agents and whatever the
+//     order of the tasks. (The passes among n_t trials drawn with
+//     replacement are Binomial(n_t, c_t/n_t), so a drawn task adds a draw
+//     from the mixture of those binomials over the tasks, and a resample
+//     the sum of T such draws; the sums of 1, 2, 4 … draws are drawn
+//     directly from alias tables of their distributions, computed
+//     exactly. It is the same distribution as drawing each trial, with a
+//     few random numbers per resample instead of one per trial.) The
+//     interval covers both the sampling of tasks and the noise of trials;
+//     null when the agent has no counted trial.
+//   - repeated_tasks counts the tasks with at least 2 counted trials,
+//     disagreeing_tasks those of them whose cell disagrees (as defined
+//     above: summed over the agents, it is reproducibility.disagreeing),
+//     and disagreement is disagreeing_tasks/repeated_tasks, null when
+//     repeated_tasks is 0. single_trial_tasks counts the tasks with one.
+//   - run_to_run_sd and run_to_run_mean_abs say how far the score of a
+//     second, independent run of the same tasks with the same n_t would
+//     be from this one. A task's passes are Binomial(n_t, p_t), so one
+//     run's score has variance Var = Σ_t n_t·p_t(1−p_t) / N². For n_t ≥ 2,
+//     n_t·p_t(1−p_t) is estimated without bias by
+//     n_t·p̂(1−p̂)·n_t/(n_t−1) = c_t(n_t−c_t)/(n_t−1), with p̂ = c_t/n_t;
+//     a task with one trial adds nothing (its trial still counts in N, so
+//     the estimate is low by what such tasks would add; single_trial_tasks
+//     says how many there are). With equal n_t = n this is the per-task
+//     form Var = (1/T²)·Σ_t p̂(1−p̂)·n/(n−1)/n. The difference of two runs
+//     has variance 2·Var: run_to_run_sd = √(2·Var), and
+//     run_to_run_mean_abs = √(2·Var)·√(2/π), the expected absolute
+//     difference were it normal. They measure trial noise only, the same
+//     tasks run again, unlike the bootstrap interval; null when
+//     repeated_tasks is 0.
+//
 // # JSON schema "proctor.report/v1"
 //
 // The JSON form is one object; fields are never removed or renamed within
@@ -73,7 +119,11 @@
 //	    "compromised": int, "errors": int, "timeouts": int, "limits": int,
 //	    "pass_at_k": [{"k": int, "value": number}],
 //	    "model_calls": int, "input_tokens": int, "output_tokens": int,
-//	    "wall_ms_median": int, "wall_ms_p90": int
+//	    "wall_ms_median": int, "wall_ms_p90": int,
+//	    "bootstrap_low": number|null, "bootstrap_high": number|null,
+//	    "repeated_tasks": int, "disagreeing_tasks": int,
+//	    "disagreement": number|null, "single_trial_tasks": int,
+//	    "run_to_run_sd": number|null, "run_to_run_mean_abs": number|null
 //	  }],
 //	  "comparisons": [{
 //	    "a": string, "b": string, "shared_tasks": int,
@@ -108,7 +158,8 @@
 //	    "bundle": string, "verified": bool, "counted": bool}]
 //	}
 //
-// The arrays are never null. "trials" lists every trial of the input,
+// The arrays are never null; number|null is null where the figure is
+// undefined, and no number is NaN or infinite. "trials" lists every trial of the input,
 // pending and unverified ones included (counted tells them apart), by agent,
 // task and index.
 //

@@ -17,8 +17,12 @@ import (
 // Elements carry their numbers for tools and tests: leaderboard rows
 // (tr.agent) have data-agent, data-pass-rate, data-ci-low, data-ci-high,
 // data-trials and data-passed; heat-map cells (td.cell) have data-agent,
-// data-task, data-pass-rate, data-trials and data-passed. Rates are
-// written with four decimals.
+// data-task, data-pass-rate, data-trials and data-passed; rows of the
+// per-agent reproducibility table (tr.spread) have data-agent,
+// data-boot-low, data-boot-high, data-repeated-tasks,
+// data-disagreeing-tasks, data-disagreement, data-run-to-run-sd and
+// data-run-to-run-mean-abs, each rate attribute empty where the JSON has
+// null. Rates are written with four decimals.
 func (r *Report) HTML(w io.Writer) error {
 	if err := pageTemplate.Execute(w, r.view()); err != nil {
 		return fmt.Errorf("writing HTML report: %w", err)
@@ -68,6 +72,21 @@ type htmlView struct {
 	Hist          histogram
 	Heat          []heatRow
 	Disagreeing   []CellResult
+	Spread        []spreadRow
+	SpreadNotes   []string
+}
+
+// spreadRow is one agent's row of the reproducibility table; a data
+// attribute's value is "" where its figure is undefined.
+type spreadRow struct {
+	Name                  string
+	PassRateText          string
+	BootLow, BootHigh     string
+	Repeated, Disagreeing int
+	Disagreement          string
+	RunSD, RunMeanAbs     string
+	Text                  spreadText
+	Note                  string
 }
 
 type chart struct {
@@ -165,6 +184,23 @@ func (r *Report) view() htmlView {
 		if c.Disagree {
 			v.Disagreeing = append(v.Disagreeing, c)
 		}
+	}
+	v.SpreadNotes = spreadNotes[:]
+	opt := func(x *float64) string {
+		if x == nil {
+			return ""
+		}
+		return rate(*x)
+	}
+	for i := range r.Agents {
+		a := &r.Agents[i]
+		v.Spread = append(v.Spread, spreadRow{
+			Name: a.Name, PassRateText: pct(a.PassRate),
+			BootLow: opt(a.BootLow), BootHigh: opt(a.BootHigh),
+			Repeated: a.RepeatedTasks, Disagreeing: a.DisagreeingTasks, Disagreement: opt(a.Disagreement),
+			RunSD: opt(a.RunToRunSD), RunMeanAbs: opt(a.RunToRunMeanAbs),
+			Text: a.spreadText(), Note: a.singleTrialNote(),
+		})
 	}
 	v.Hist = r.histogram()
 	return v

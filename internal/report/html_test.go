@@ -65,11 +65,24 @@ func TestHTMLEscapes(t *testing.T) {
 	if !strings.Contains(out, "&lt;img src=x onerror=alert(2)&gt;") {
 		t.Error("the task name does not appear escaped")
 	}
+	// The reproducibility table, and its note on the agent's single
+	// trial, name the agent escaped too.
+	for _, want := range []string{
+		`<tr class="spread" data-agent="&lt;script&gt;alert(1)&lt;/script&gt;" data-boot-low="1.0000" data-boot-high="1.0000" data-repeated-tasks="0" data-disagreeing-tasks="0" data-disagreement="" data-run-to-run-sd="" data-run-to-run-mean-abs=""><td>&lt;script&gt;alert(1)&lt;/script&gt;</td>`,
+		`<li>&lt;script&gt;alert(1)&lt;/script&gt;: 1 task with one trial adds nothing to run to run.</li>`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("HTML lacks %s", want)
+		}
+	}
 }
 
 func TestHTMLDataAttributes(t *testing.T) {
 	out := htmlOf(t, fixture())
 	for _, want := range []string{
+		// The flaky task's warning, under the leaderboard.
+		`<p id="flaky-warning" class="warning"><strong>Warning: flaky tasks.</strong> A regrade changed a verdict of <span class="flaky-task">t2</span>`,
+		`<span class="flaky-agent" data-agent="beta" data-flaky-tasks="1">beta (1)</span>`,
 		// Leaderboard rows: alpha 4/7, Wilson [0.2505, 0.8418].
 		`<tr class="agent" data-agent="alpha" data-pass-rate="0.5714" data-ci-low="0.2505" data-ci-high="0.8418" data-trials="7" data-passed="4">`,
 		`<tr class="agent" data-agent="beta" data-pass-rate="0.1429"`,
@@ -84,6 +97,9 @@ func TestHTMLDataAttributes(t *testing.T) {
 		`<span id="unverified">1</span>`,
 		`<span id="compromised">1</span>`,
 		`<span id="unsolved">t3</span>`,
+		// Reproducibility per agent (see TestSpreadFixture).
+		`<tr class="spread" data-agent="alpha" data-boot-low="0.0000" data-boot-high="1.0000" data-repeated-tasks="3" data-disagreeing-tasks="1" data-disagreement="0.3333" data-run-to-run-sd="0.2020" data-run-to-run-mean-abs="0.1612"><td>alpha</td><td>57.1%</td><td>0.0% – 100.0%</td><td>1/3 (33.3%)</td><td>± 20.2 points</td><td>16.1 points</td></tr>`,
+		`<li>Run to run counts trial noise only`,
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("HTML lacks %s", want)

@@ -61,6 +61,9 @@ svg text { font: 12px system-ui, sans-serif; fill: #222; }
 {{- end}}
 </tbody>
 </table>
+{{- if .Reproducibility.FlakyTasks}}
+<p id="flaky-warning" class="warning"><strong>Warning: flaky tasks.</strong> A regrade changed a verdict of {{range $i, $t := .Reproducibility.FlakyTasks}}{{if $i}}, {{end}}<span class="flaky-task">{{$t}}</span>{{end}}: their grader is not deterministic. These scores count them: {{range .Agents}}{{if .FlakyTasks}}<span class="flaky-agent" data-agent="{{.Name}}" data-flaky-tasks="{{.FlakyTasks}}">{{.Name}} ({{.FlakyTasks}})</span> {{end}}{{end}}</p>
+{{- end}}
 
 {{- if .Comparisons}}
 <h2 id="comparisons">Pairwise comparisons</h2>
@@ -111,6 +114,22 @@ svg text { font: 12px system-ui, sans-serif; fill: #222; }
 </svg>
 
 <h2 id="reproducibility">Reproducibility</h2>
+<table id="spread-table">
+<thead><tr><th>Agent</th><th>Pass rate</th><th>Bootstrap 95%</th><th>Disagreeing tasks</th><th>Run to run</th><th>Expected run-to-run difference</th></tr></thead>
+<tbody>
+{{- range .Spread}}
+<tr class="spread" data-agent="{{.Name}}" data-boot-low="{{.BootLow}}" data-boot-high="{{.BootHigh}}" data-repeated-tasks="{{.Repeated}}" data-disagreeing-tasks="{{.Disagreeing}}" data-disagreement="{{.Disagreement}}" data-run-to-run-sd="{{.RunSD}}" data-run-to-run-mean-abs="{{.RunMeanAbs}}"><td>{{.Name}}</td><td>{{.PassRateText}}</td><td>{{.Text.Boot}}</td><td>{{.Text.Disagreement}}</td><td>{{.Text.RunSD}}</td><td>{{.Text.RunMeanAbs}}</td></tr>
+{{- end}}
+</tbody>
+</table>
+<ul class="note">
+{{- range .SpreadNotes}}
+<li>{{.}}</li>
+{{- end}}
+{{- range .Spread}}{{if .Note}}
+<li>{{.Name}}: {{.Note}}</li>
+{{- end}}{{end}}
+</ul>
 <p><span id="disagreeing">{{.Reproducibility.Disagreeing}}</span> of {{.Reproducibility.Cells}} agent × task cells disagree (some trials pass, some fail).</p>
 {{- if .Disagreeing}}
 <table id="disagreeing-table">

@@ -69,14 +69,17 @@ type Report struct {
 
 // AgentSummary is one row of the leaderboard.
 type AgentSummary struct {
-	Name         string    `json:"name"`
-	Tasks        int       `json:"tasks"`  // tasks with a counted trial
-	Trials       int       `json:"trials"` // counted trials
-	Passed       int       `json:"passed"`
-	PassRate     float64   `json:"pass_rate"`
-	CILow        float64   `json:"ci_low"`  // 95% Wilson score interval
-	CIHigh       float64   `json:"ci_high"` // 95% Wilson score interval
-	MeanReward   float64   `json:"mean_reward"`
+	Name       string  `json:"name"`
+	Tasks      int     `json:"tasks"`  // tasks with a counted trial
+	Trials     int     `json:"trials"` // counted trials
+	Passed     int     `json:"passed"`
+	PassRate   float64 `json:"pass_rate"`
+	CILow      float64 `json:"ci_low"`  // 95% Wilson score interval
+	CIHigh     float64 `json:"ci_high"` // 95% Wilson score interval
+	MeanReward float64 `json:"mean_reward"`
+	// FlakyTasks counts the agent's tasks in Reproducibility.FlakyTasks:
+	// its score includes them (shown with a warning, never silently).
+	FlakyTasks   int       `json:"flaky_tasks"`
 	Compromised  int       `json:"compromised"`
 	Errors       int       `json:"errors"`
 	Timeouts     int       `json:"timeouts"`
@@ -87,6 +90,18 @@ type AgentSummary struct {
 	OutputTokens int64     `json:"output_tokens"`
 	WallMSMedian int64     `json:"wall_ms_median"`
 	WallMSP90    int64     `json:"wall_ms_p90"`
+
+	// How reproducible PassRate is (see the package comment). A nil
+	// pointer, null in JSON, is a figure that is undefined: no counted
+	// trial for the bootstrap, no task with two for the others.
+	BootLow          *float64 `json:"bootstrap_low"`       // two-level bootstrap 95% interval
+	BootHigh         *float64 `json:"bootstrap_high"`      // two-level bootstrap 95% interval
+	RepeatedTasks    int      `json:"repeated_tasks"`      // tasks with at least two counted trials
+	DisagreeingTasks int      `json:"disagreeing_tasks"`   // of which some pass and some fail
+	Disagreement     *float64 `json:"disagreement"`        // disagreeing_tasks / repeated_tasks
+	SingleTrialTasks int      `json:"single_trial_tasks"`  // tasks with one counted trial
+	RunToRunSD       *float64 `json:"run_to_run_sd"`       // s.d. of the difference of two runs' pass rates
+	RunToRunMeanAbs  *float64 `json:"run_to_run_mean_abs"` // its expected absolute value
 }
 
 // PassAtK is the unbiased pass@k estimate averaged over an agent's tasks.
@@ -144,6 +159,10 @@ type Reproducibility struct {
 	Disagreeing int            `json:"disagreeing"` // of which some pass and some fail
 	Results     []CellResult   `json:"results"`
 	Regrades    RegradeSummary `json:"regrades"`
+	// FlakyTasks are the tasks a regrade of one of their trials gave a
+	// different verdict: their grader is not deterministic, and every
+	// score that counts them carries that noise. Sorted.
+	FlakyTasks []string `json:"flaky_tasks"`
 }
 
 // CellResult is the spread of one agent's trials on one task.

@@ -73,6 +73,53 @@ func md(s string) string { return mdEscaper.Replace(s) }
 
 func pct(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) + "%" }
 
+// points formats a difference of rates in percentage points.
+func points(x float64) string { return strconv.FormatFloat(100*x, 'f', 1, 64) + " points" }
+
+// undefined is the text of a figure that is undefined (null in JSON).
+const undefined = "–"
+
+// spreadNotes are the lines under the per-agent reproducibility table, in
+// both the Markdown and the HTML form.
+var spreadNotes = [...]string{
+	fmt.Sprintf("Bootstrap: 95%% percentile interval of the pass rate over %d resamples of the agent's tasks, then of each drawn task's trials.", bootResamples),
+	"Disagreeing tasks: of the tasks with at least 2 trials, those with both a pass and a failure.",
+	"Run to run: the standard deviation and the expected size of the difference in pass rate between two runs of the same tasks with as many trials each.",
+	"Run to run counts trial noise only (the same tasks again); the bootstrap interval also counts which tasks the suite happened to hold.",
+}
+
+// spreadText is the text of an agent's reproducibility figures, shared by
+// the Markdown and HTML forms; undefined figures read undefined.
+type spreadText struct {
+	Boot, Disagreement, RunSD, RunMeanAbs string
+}
+
+func (a *AgentSummary) spreadText() spreadText {
+	t := spreadText{Boot: undefined, Disagreement: undefined, RunSD: undefined, RunMeanAbs: undefined}
+	if a.BootLow != nil && a.BootHigh != nil {
+		t.Boot = pct(*a.BootLow) + " – " + pct(*a.BootHigh)
+	}
+	if a.Disagreement != nil {
+		t.Disagreement = fmt.Sprintf("%d/%d (%s)", a.DisagreeingTasks, a.RepeatedTasks, pct(*a.Disagreement))
+	}
+	if a.RunToRunSD != nil && a.RunToRunMeanAbs != nil {
+		t.RunSD, t.RunMeanAbs = "± "+points(*a.RunToRunSD), points(*a.RunToRunMeanAbs)
+	}
+	return t
+}
+
+// singleTrialNote says how many of an agent's tasks have one trial, and so
+// add nothing to its run-to-run figures; "" when none has.
+func (a *AgentSummary) singleTrialNote() string {
+	if a.SingleTrialTasks == 0 {
+		return ""
+	}
+	if a.SingleTrialTasks == 1 {
+		return "1 task with one trial adds nothing to run to run."
+	}
+	return fmt.Sprintf("%d tasks with one trial add nothing to run to run.", a.SingleTrialTasks)
+}
+
 // Markdown writes a human-readable summary: the leaderboard, the pairwise
 // comparisons, the task × agent matrix, reproducibility and integrity. The
 // per-trial list is left to the CSV and JSON forms.
@@ -94,6 +141,20 @@ func (r *Report) Markdown(w io.Writer) error {
 			md(a.Name), a.Trials, a.Passed, pct(a.PassRate), pct(a.CILow), pct(a.CIHigh),
 			a.MeanReward, strings.Join(ks, ", "), a.Compromised, a.Errors, a.Timeouts, a.Limits,
 			a.ModelCalls, a.InputTokens, a.OutputTokens, a.WallMSMedian, a.WallMSP90)
+	}
+	if ft := r.Reproducibility.FlakyTasks; len(ft) > 0 {
+		var who []string
+		for _, a := range r.Agents {
+			if a.FlakyTasks > 0 {
+				who = append(who, fmt.Sprintf("%s (%d)", md(a.Name), a.FlakyTasks))
+			}
+		}
+		names := make([]string, len(ft))
+		for i, t := range ft {
+			names[i] = md(t)
+		}
+		p("\n**Warning: flaky tasks.** A regrade changed a verdict of %s: their grader is not deterministic. These scores count them: %s.\n",
+			strings.Join(names, ", "), strings.Join(who, ", "))
 	}
 
 	if len(r.Comparisons) > 0 {
@@ -128,6 +189,23 @@ func (r *Report) Markdown(w io.Writer) error {
 
 	rp := r.Reproducibility
 	p("\n## Reproducibility\n\n")
+	p("| Agent | Pass rate | Bootstrap 95%% | Disagreeing tasks | Run to run | Expected run-to-run difference |\n")
+	p("|---|--:|---|--:|--:|--:|\n")
+	for i := range r.Agents {
+		a := &r.Agents[i]
+		st := a.spreadText()
+		p("| %s | %s | %s | %s | %s | %s |\n", md(a.Name), pct(a.PassRate), st.Boot, st.Disagreement, st.RunSD, st.RunMeanAbs)
+	}
+	p("\n")
+	for _, n := range spreadNotes {
+		p("- %s\n", n)
+	}
+	for i := range r.Agents {
+		if n := r.Agents[i].singleTrialNote(); n != "" {
+			p("- %s: %s\n", md(r.Agents[i].Name), n)
+		}
+	}
+	p("\n")
 	p("%d of %d agent × task cells disagree (some trials pass, some fail).\n", rp.Disagreeing, rp.Cells)
 	if rp.Disagreeing > 0 {
 		p("\n| Agent | Task | Passed | Trials | Reward std. dev. |\n|---|---|--:|--:|--:|\n")
