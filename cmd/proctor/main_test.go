@@ -1,7 +1,12 @@
 package main
 
 import (
+	"crypto/sha256"
 	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -50,6 +55,22 @@ func TestScripts(t *testing.T) {
 			return false, errors.New("unknown condition " + cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// fakemodel: serve OpenAI-style chat completions on loopback for
+			// the rest of the script, answering each request with a function
+			// of its body, and set MODEL_URL to the server's URL.
+			"fakemodel": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 0 {
+					ts.Fatalf("usage: fakemodel")
+				}
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					body, _ := io.ReadAll(r.Body)
+					sum := sha256.Sum256(body)
+					w.Header().Set("Content-Type", "application/json")
+					fmt.Fprintf(w, `{"model":"m","choices":[{"message":{"role":"assistant","content":"answer-%x"}}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`, sum[:4])
+				}))
+				ts.Defer(srv.Close)
+				ts.Setenv("MODEL_URL", srv.URL)
+			},
 			// exits N CMD ARGS...: CMD must exit with status N.
 			"exits": func(ts *testscript.TestScript, neg bool, args []string) {
 				if neg || len(args) < 2 {
