@@ -292,16 +292,8 @@ func benchRegrades(c *cobra.Command, dir string, st *store.Store, n int, stdout,
 	step := max(len(done)/n, 1)
 	for k := 0; k < len(done) && same+changed < n; k += step {
 		t := done[k]
-		rg := report.Regrade{Agent: t.Agent, Task: t.Task, Index: t.Index}
-		detail, err := regradeOne(c, filepath.Join(dir, t.Result.Out), tasks[t.Task].Dir, flags.CacheDir, flags.ScratchDir)
-		switch {
-		case err != nil:
-			rg.Detail = "could not regrade: " + err.Error()
-		case detail == "":
-			rg.Same = true
-		default:
-			rg.Detail = detail
-		}
+		rg := regradeResult(c, report.Regrade{Agent: t.Agent, Task: t.Task, Index: t.Index},
+			filepath.Join(dir, t.Result.Out), tasks[t.Task].Dir, flags.CacheDir, flags.ScratchDir)
 		if rg.Same {
 			same++
 		} else {

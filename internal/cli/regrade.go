@@ -11,6 +11,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/proctor-sandbox/proctor/internal/bundle"
 	"github.com/proctor-sandbox/proctor/internal/task"
 	"github.com/proctor-sandbox/proctor/internal/trial"
 )
@@ -36,24 +37,13 @@ when the regrade could not run.`,
 			if taskDir == "" {
 				return usageErr("--task: not set")
 			}
-			p, _, err := verifyBundle(args[0], pubkey, true)
+			p, was, err := verifiedVerdict(args[0], pubkey)
 			if err != nil {
 				return err
 			}
-			var was trial.Verdict
-			if err := json.Unmarshal(p.Verdict, &was); err != nil {
-				return err
-			}
-			t, err := loadTask(taskDir)
+			t, err := sameTask(p, taskDir)
 			if err != nil {
 				return err
-			}
-			d, err := task.Digest(t.Dir)
-			if err != nil {
-				return err
-			}
-			if d != p.Provenance.TaskDigest {
-				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: task digest %s, but the bundle was made with %s: not the same task", t.Dir, d, p.Provenance.TaskDigest)}
 			}
 			if was.Changeset.Digest == "" {
 				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: the trial kept no changeset (%s): nothing to regrade", args[0], was.Changeset.Limit)}
@@ -77,7 +67,7 @@ when the regrade could not run.`,
 			if err != nil {
 				return err
 			}
-			diffs := verdictDiffs(&was, now)
+			diffs := verdictDiffs(was, now)
 			if len(diffs) == 0 {
 				fmt.Fprintf(stdout, "identical: passed=%t status=%s reward=%g, %d violation(s), %d change(s) graded\n",
 					now.Passed, now.Status, now.Reward, len(now.Violations), now.Changeset.Permitted)
@@ -94,6 +84,37 @@ when the regrade could not run.`,
 	c.Flags().StringVar(&pubkey, "pubkey", "", "the public key the bundle must be signed with")
 	tf.registerUnsigned(c)
 	return c
+}
+
+// verifiedVerdict verifies the bundle at path, with every artifact beside
+// it, and returns it with its verdict.
+func verifiedVerdict(path, pubkey string) (*bundle.Payload, *trial.Verdict, error) {
+	p, _, err := verifyBundle(path, pubkey, true)
+	if err != nil {
+		return nil, nil, err
+	}
+	var v trial.Verdict
+	if err := json.Unmarshal(p.Verdict, &v); err != nil {
+		return nil, nil, fmt.Errorf("%s: the verdict: %w", path, err)
+	}
+	return p, &v, nil
+}
+
+// sameTask loads the task at dir, which must have the digest the bundle's
+// trial was made with.
+func sameTask(p *bundle.Payload, dir string) (*task.Task, error) {
+	t, err := loadTask(dir)
+	if err != nil {
+		return nil, err
+	}
+	d, err := task.Digest(t.Dir)
+	if err != nil {
+		return nil, err
+	}
+	if d != p.Provenance.TaskDigest {
+		return nil, &exitError{code: exitNotPassed, err: fmt.Errorf("%s: task digest %s, but the bundle was made with %s: not the same task", t.Dir, d, p.Provenance.TaskDigest)}
+	}
+	return t, nil
 }
 
 // verdictDiffs lists what a regrade decided differently.

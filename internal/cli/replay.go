@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -46,28 +45,17 @@ does not verify; 125 when it could not run; 2 for a wrong command line.`,
 			if out == "" {
 				return usageErr("--out: not set")
 			}
-			p, _, err := verifyBundle(args[0], pubkey, true)
+			p, was, err := verifiedVerdict(args[0], pubkey)
 			if err != nil {
-				return err
-			}
-			var was trial.Verdict
-			if err := json.Unmarshal(p.Verdict, &was); err != nil {
 				return err
 			}
 			if was.Recording == nil {
 				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: the trial's model calls were not recorded", args[0]),
 					hint: "record a trial with proctor run --record --model-gateway ..."}
 			}
-			t, err := loadTask(taskDir)
+			t, err := sameTask(p, taskDir)
 			if err != nil {
 				return err
-			}
-			d, err := task.Digest(t.Dir)
-			if err != nil {
-				return err
-			}
-			if d != p.Provenance.TaskDigest {
-				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: task digest %s, but the bundle was made with %s: not the same task", t.Dir, d, p.Provenance.TaskDigest)}
 			}
 			if want := p.Provenance.Agent.DirDigest; want != "" || agentDir != "" {
 				if agentDir == "" {

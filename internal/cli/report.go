@@ -248,19 +248,24 @@ func regradeSample(c *cobra.Command, dir string, trials []report.Trial, tasks ma
 	step := max(len(pool)/n, 1)
 	for k := 0; k < len(pool) && len(out) < n; k += step {
 		t := &trials[pool[k]]
-		rg := report.Regrade{Agent: t.Agent, Task: t.Task, Index: t.Index}
-		detail, err := regradeOne(c, filepath.Join(dir, filepath.Dir(t.Bundle)), tasks[t.Task].Dir, o.CacheDir, o.ScratchDir)
-		switch {
-		case err != nil:
-			rg.Detail = "could not regrade: " + err.Error()
-		case detail == "":
-			rg.Same = true
-		default:
-			rg.Detail = detail
-		}
-		out = append(out, rg)
+		out = append(out, regradeResult(c, report.Regrade{Agent: t.Agent, Task: t.Task, Index: t.Index},
+			filepath.Join(dir, filepath.Dir(t.Bundle)), tasks[t.Task].Dir, o.CacheDir, o.ScratchDir))
 	}
 	return out, nil
+}
+
+// regradeResult is rg with what regrading the trial in trialDir found.
+func regradeResult(c *cobra.Command, rg report.Regrade, trialDir, taskDir, cacheDir, scratchDir string) report.Regrade {
+	detail, err := regradeOne(c, trialDir, taskDir, cacheDir, scratchDir)
+	switch {
+	case err != nil:
+		rg.Detail = "could not regrade: " + err.Error()
+	case detail == "":
+		rg.Same = true
+	default:
+		rg.Detail = detail
+	}
+	return rg
 }
 
 func regradeOne(c *cobra.Command, trialDir, taskDir, cacheDir, scratchDir string) (string, error) {
