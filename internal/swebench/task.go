@@ -25,14 +25,16 @@ const Workdir = "/testbed"
 // outcomes.
 var DefaultProtected = []string{
 	"**/conftest.py", "**/pytest.ini", "**/tox.ini", "**/setup.cfg", "**/pyproject.toml",
-	"**/sitecustomize.py", "**/usercustomize.py", "**/*.pth",
+	"**/sitecustomize.py", "**/usercustomize.py", "**/*.pth", "**/.gitattributes",
 }
 
 // GoProtected are the files an agent may not change in a Go instance,
-// beside the test files test_patch touches: a workspace file would point
-// the module's dependencies (or the module itself) at code of the agent's
-// choosing.
-var GoProtected = []string{"**/go.work", "**/go.work.sum"}
+// beside the test files test_patch touches: a module or workspace file, a
+// replace directive or a vendored copy would point the module's
+// dependencies (a test helper library among them) at code of the agent's
+// choosing; .gitattributes steers git apply. A fix that needs a new
+// dependency cannot be graded here.
+var GoProtected = []string{"**/go.mod", "**/go.sum", "**/go.work", "**/go.work.sum", "**/vendor/**", "**/.gitattributes"}
 
 // Options say where the repositories are and where the tasks go.
 type Options struct {
@@ -282,13 +284,10 @@ func pytestScript(pyTests []string) string {
 # run the tests it touches with the harness's tripwire, report JUnit XML.
 # The harness resolves from the report; this script's status is pytest's.
 cd ` + Workdir + ` || exit 3
-git apply --whitespace=nowarn /tests/test.patch || { echo "proctor: the test patch does not apply" >&2; exit 3; }
+GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 git apply --whitespace=nowarn /tests/test.patch || { echo "proctor: the test patch does not apply" >&2; exit 3; }
 exec python3 -m pytest -p no:cacheprovider -rA --rootdir=` + Workdir + ` --junitxml="$PROCTOR_RESULTS" ` + strings.Join(q, " ") + ` "$PROCTOR_TRIPWIRE"
 `
 }
-
-// tripwireFile is the file the Go grader adds to each package under test.
-const tripwireFile = "zz_proctor_tripwire_test.go"
 
 // goTestScript runs go test -json on the package directories, with the
 // harness's tripwire added to each (under the package clause of a test
@@ -313,16 +312,23 @@ func goTestScript(dirs, testFiles []string) string {
 # touches, and run their tests with go test -json. The harness resolves
 # from the report; this script's status is go test's.
 cd ` + Workdir + ` || exit 3
-git apply --whitespace=nowarn /tests/test.patch || { echo "proctor: the test patch does not apply" >&2; exit 3; }
+GIT_CONFIG_NOSYSTEM=1 GIT_CONFIG_GLOBAL=/dev/null GIT_ATTR_NOSYSTEM=1 git apply --whitespace=nowarn /tests/test.patch || { echo "proctor: the test patch does not apply" >&2; exit 3; }
 PATH="$PATH:/usr/local/go/bin:/usr/lib/go/bin"
-export GOPROXY=off GOTOOLCHAIN=local GOTELEMETRY=off
+# No network, no toolchain download, no workspace file or go env file, no
+# flags but these.
+export GOPROXY=off GOTOOLCHAIN=local GOTELEMETRY=off GOWORK=off GOENV=off GOFLAGS=
 export GOCACHE="${GOCACHE:-/tmp/proctor-gocache}"
-# plant DIR TESTFILE: the tripwire, in the package TESTFILE declares.
+# plant DIR TESTFILE: the tripwire, under the harness's random file name,
+# in the package TESTFILE declares.
+tripwire=$PROCTOR_TRIPWIRE
+name=$(basename "$tripwire" .part)
 plant() {
-	pkg=$(sed -n 's/^package[[:space:]]\{1,\}\([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' "$2" | head -n 1)
+	pkg=$(sed -n 's/^package[[:space:]]\{1,\}\([A-Za-z_][A-Za-z0-9_]*\).*/\1/p' -- "$2" | head -n 1)
 	[ -n "$pkg" ] || { echo "proctor: no package clause in $2" >&2; return 1; }
-	rm -f "$1/` + tripwireFile + `" && { echo "package $pkg"; cat "$PROCTOR_TRIPWIRE"; } > "$1/` + tripwireFile + `"
+	rm -f -- "$1/$name" && { echo "package $pkg"; cat "$tripwire"; } > "$1/$name"
 }
-` + plant.String() + `exec go test -json` + pkgs.String() + ` > "$PROCTOR_RESULTS"
+` + plant.String() + `# The test binaries need not know where the tripwire came from.
+unset PROCTOR_TRIPWIRE
+exec go test -json` + pkgs.String() + ` > "$PROCTOR_RESULTS"
 `
 }

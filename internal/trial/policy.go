@@ -163,6 +163,13 @@ func (p *policy) decide(e workspace.Entry) (decision, error) {
 		// start-up: a hook into a Python grader, never carried.
 		return decision{reason: "Python start-up hook (.pth)"}, nil
 	}
+	if isGitMetadata(e.Path) {
+		// A repository's own files (config, hooks, info/attributes) steer
+		// the git the grader runs: a filter in .git/config rewrites what
+		// git apply writes. Commits are not the submission either: the
+		// grader gets the pristine repository and the agent's work tree.
+		return decision{reason: "git metadata: the grader gets the pristine repository"}, nil
+	}
 	if p.grading == task.GradingWorkspace && !under(e.Path, p.workdir) {
 		return decision{structural: structural}, nil // not the agent's submission: left out
 	}
@@ -255,6 +262,11 @@ func (p *policy) shadows(e workspace.Entry) (string, error) {
 		}
 	}
 	return "", nil
+}
+
+// isGitMetadata reports a .git directory or file, or anything beneath one.
+func isGitMetadata(p string) bool {
+	return strings.HasSuffix(p, "/.git") || strings.Contains(p, "/.git/")
 }
 
 // isBytecode reports Python bytecode caches: __pycache__ directories and

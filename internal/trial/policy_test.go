@@ -55,6 +55,12 @@ func TestPolicy(t *testing.T) {
 		{task.GradingWorkspace, file("/app/sitecustomize/__init__.py"), false, ViolationProtected},
 		{task.GradingWorkspace, file("/app/usercustomize.cpython-311-x86_64-linux-gnu.so"), false, ViolationProtected},
 		{task.GradingWorkspace, file("/app/evil.pth"), false, ""},
+		// A repository's metadata never reaches the grader: its config
+		// could name filters the grader's git would run.
+		{task.GradingWorkspace, file("/app/.git/config"), false, ""},
+		{task.GradingWorkspace, file("/app/.git/info/attributes"), false, ""},
+		{task.GradingWorkspace, file("/app/sub/.git"), false, ""},
+		{task.GradingWorkspace, file("/app/.gitignore"), true, ""},
 		{task.GradingState, file("/root/.local/lib/python3.11/site-packages/zz.pth"), false, ""},
 		{task.GradingState, file("/etc/nginx/nginx.conf"), true, ""},
 		{task.GradingWorkspace, file("/app/etc/ld.so.preload"), true, ""},

@@ -65,7 +65,10 @@ type tripwire struct {
 // for go test -json an always-failing test function, without its package
 // clause, for the test script to add to the package under test.
 func plantTripwire(dir, format string) (*tripwire, error) {
-	var b [8]byte
+	// Random names with no fixed part but what the test runner needs
+	// ("test_", "Test"), so code that forces outcomes cannot spare the
+	// tripwire by its name alone.
+	var b [16]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, err
 	}
@@ -76,13 +79,13 @@ func plantTripwire(dir, format string) (*tripwire, error) {
 	var name, file, src string
 	switch format {
 	case task.ResultsGoTestJSON:
-		name = "TestProctorTripwire" + hex.EncodeToString(b[:])
-		file = "tripwire_test.go.part"
+		name = "Test" + strings.ToUpper(hex.EncodeToString(b[:8]))
+		file = "z" + hex.EncodeToString(b[8:]) + "_test.go.part"
 		src = "\n// Planted by the harness: this test always fails. A report that says\n" +
 			"// otherwise was forced.\n\nimport \"testing\"\n\nfunc " + name + "(t *testing.T) {\n\tt.Fatal(\"proctor tripwire: always fails\")\n}\n"
 	default:
-		name = "test_proctor_tripwire_" + hex.EncodeToString(b[:])
-		file = name + ".py"
+		name = "test_" + hex.EncodeToString(b[:8])
+		file = "test_" + hex.EncodeToString(b[8:]) + ".py"
 		src = "# Planted by the harness: this test always fails. A report that says\n" +
 			"# otherwise was forced.\n\n\ndef " + name + "():\n    assert False, \"proctor tripwire: always fails\"\n"
 	}
@@ -190,6 +193,9 @@ func (r *runner) judgeResults(resultsDir string, tw *tripwire, exit int) error {
 // tripwireID is the id under which the report holds the tripwire test (its
 // name is random, so any id ending in it is it), or the bare name.
 func tripwireID(res *grade.Results, name string) string {
+	if len(res.Packages) > 0 {
+		return name // go test -json: Decide checks PACKAGE/name in each package
+	}
 	for id := range res.Tests {
 		if id == name || strings.HasSuffix(id, "::"+name) || strings.HasSuffix(id, "."+name) {
 			return id

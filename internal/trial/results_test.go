@@ -1,10 +1,10 @@
 package trial
 
 import (
+	"regexp"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	"github.com/proctor-sandbox/proctor/internal/task"
@@ -91,7 +91,7 @@ PY`
 			if c.tampered && !hasViolation(v, ViolationTamperedResults) {
 				t.Errorf("no %s violation: %s", ViolationTamperedResults, violations(v))
 			}
-			if strings.Contains(v.Results.Reason, "test_proctor_tripwire_") {
+			if regexp.MustCompile(`test_[0-9a-f]{16}`).MatchString(v.Results.Reason) {
 				t.Errorf("the reason names the random tripwire: %q", v.Results.Reason)
 			}
 			verifiedEvents(t, out)
