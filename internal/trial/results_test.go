@@ -1,10 +1,10 @@
 package trial
 
 import (
-	"regexp"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/proctor-sandbox/proctor/internal/task"
