@@ -66,7 +66,8 @@ func TestScripts(t *testing.T) {
 					body, _ := io.ReadAll(r.Body)
 					sum := sha256.Sum256(body)
 					w.Header().Set("Content-Type", "application/json")
-					fmt.Fprintf(w, `{"model":"m","choices":[{"message":{"role":"assistant","content":"answer-%x"}}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`, sum[:4])
+					// The credential echoed back: the recording must hold it scrubbed.
+					fmt.Fprintf(w, `{"model":"m","choices":[{"message":{"role":"assistant","content":"answer-%x"}}],"seen":%q,"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`, sum[:4], r.Header.Get("Authorization"))
 				}))
 				ts.Defer(srv.Close)
 				ts.Setenv("MODEL_URL", srv.URL)

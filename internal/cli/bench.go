@@ -294,9 +294,13 @@ func benchRegrades(c *cobra.Command, dir string, st *store.Store, n int, stdout,
 		t := done[k]
 		rg := regradeResult(c, report.Regrade{Agent: t.Agent, Task: t.Task, Index: t.Index},
 			filepath.Join(dir, t.Result.Out), tasks[t.Task].Dir, flags.CacheDir, flags.ScratchDir)
-		if rg.Same {
+		switch {
+		case rg.Same:
 			same++
-		} else {
+		case strings.HasPrefix(rg.Detail, "could not regrade"):
+			changed++
+			fmt.Fprintf(stderr, "proctor: warning: %s/%s/%d: %s\n", t.Agent, t.Task, t.Index, rg.Detail)
+		default:
 			changed++
 			fmt.Fprintf(stderr, "proctor: warning: regrade of %s/%s/%d changed: %s\n", t.Agent, t.Task, t.Index, rg.Detail)
 		}

@@ -53,6 +53,11 @@ does not verify; 125 when it could not run; 2 for a wrong command line.`,
 				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: the trial's model calls were not recorded", args[0]),
 					hint: "record a trial with proctor run --record --model-gateway ..."}
 			}
+			if was.Network.Mode == task.NetworkAllowlist {
+				// What went through the egress proxy is not in the
+				// recording; a replay has no network at all.
+				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: the recorded trial's agent had an allow-list (%s), whose traffic a recording does not hold: it cannot be replayed without the network", args[0], strings.Join(was.Network.AllowedHosts, ", "))}
+			}
 			t, err := sameTask(p, taskDir)
 			if err != nil {
 				return err

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"bytes"
 	"os"
 	"strconv"
 	"strings"
@@ -79,16 +80,25 @@ func TestPinCPUSet(t *testing.T) {
 	var wg sync.WaitGroup
 	outs := make([]string, 2)
 	results := make([]*Result, 2)
+	errs := make([]error, 2)
 	for i := range 2 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			var out bytes.Buffer
 			spec := shellSpec(script)
 			spec.Pin.CPUSet = strconv.Itoa(i)
-			results[i], outs[i], _ = runSpec(t, spec)
+			spec.Stdout = &out
+			results[i], errs[i] = Run(t.Context(), spec)
+			outs[i] = out.String()
 		}()
 	}
 	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("run on CPU %d: %v", i, err)
+		}
+	}
 	for i, out := range outs {
 		if len(results[i].Unpinned) != 0 {
 			t.Fatalf("cpu %d: unpinned %q", i, results[i].Unpinned)

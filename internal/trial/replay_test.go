@@ -41,14 +41,15 @@ open("/app/answer.txt", "w").write(last + "\n")
 PY`
 
 // fakeModel answers with a function of the request: the same request, the
-// same answer.
+// same answer. It echoes the credential it got, as a careless provider's
+// error might: the recording must hold it scrubbed.
 func fakeModel(t *testing.T, calls *int) *httptest.Server {
 	s := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		*calls++
 		body, _ := io.ReadAll(r.Body)
 		sum := sha256.Sum256(body)
 		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprintf(w, `{"model":"m","choices":[{"message":{"role":"assistant","content":"answer-%x"}}],"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`, sum[:4])
+		fmt.Fprintf(w, `{"model":"m","choices":[{"message":{"role":"assistant","content":"answer-%x"}}],"seen":%q,"usage":{"prompt_tokens":3,"completion_tokens":2,"total_tokens":5}}`, sum[:4], r.Header.Get("Authorization"))
 	}))
 	t.Cleanup(s.Close)
 	return s

@@ -472,6 +472,14 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 		return err
 	}
 	defer log.Close()
+	actx, stopAgent := context.WithCancel(ctx)
+	defer stopAgent()
+	if tp := r.o.Net.Replay; tp != nil {
+		// The first call the recording does not hold ends the replay:
+		// the agent is stopped at once (the gateway answers it 409). Set
+		// before the gateways exist, as the tape asks.
+		tp.OnDiverge = func(error) { stopAgent() }
+	}
 	n, err := r.startNet()
 	if err != nil {
 		return err
@@ -508,20 +516,13 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 	r.say("agent phase: %s", r.o.Agent)
 	r.event("agent.start", detail("command", r.o.Agent, "workdir", t.Environment.Workdir,
 		"network", n.net.Mode, "listen", n.listen))
-	actx, stopAgent := context.WithCancel(ctx)
-	defer stopAgent()
-	if tp := r.o.Net.Replay; tp != nil {
-		// The first call the recording does not hold ends the replay:
-		// the agent is stopped at once (the gateway answers it 409).
-		tp.OnDiverge = func(error) { stopAgent() }
-	}
 	res, err := sandbox.Run(actx, spec)
 	// Every server has recorded its last request before the verdict is
 	// written: the tree is dead, nothing can reach them any more.
 	if serr := n.stop(); serr != nil && err == nil {
 		err = fmt.Errorf("stopping the agent's network: %w", serr)
 	}
-	if tp := r.o.Net.Replay; tp != nil && tp.Err() != nil && ctx.Err() == nil {
+	if tp := r.o.Net.Replay; tp != nil && tp.Err() != nil && ctx.Err() == nil && errors.Is(err, context.Canceled) {
 		err = nil // stopped for the divergence, which replayDone reports
 	}
 	if err == nil {
