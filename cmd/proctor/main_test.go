@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -55,6 +56,19 @@ func TestScripts(t *testing.T) {
 			return false, errors.New("unknown condition " + cond)
 		},
 		Cmds: map[string]func(ts *testscript.TestScript, neg bool, args []string){
+			// freeport NAME: set NAME to a TCP port free on 127.0.0.1 now.
+			"freeport": func(ts *testscript.TestScript, neg bool, args []string) {
+				if neg || len(args) != 1 {
+					ts.Fatalf("usage: freeport NAME")
+				}
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					ts.Fatalf("freeport: %v", err)
+				}
+				port := l.Addr().(*net.TCPAddr).Port
+				l.Close()
+				ts.Setenv(args[0], strconv.Itoa(port))
+			},
 			// fakemodel: serve OpenAI-style chat completions on loopback for
 			// the rest of the script, answering each request with a function
 			// of its body, and set MODEL_URL to the server's URL.
