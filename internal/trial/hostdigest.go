@@ -151,6 +151,12 @@ func fillOwn(entries []*scanEntry, cache *task.HashCache) error {
 			buf := make([]byte, 256<<10)
 			for e := range jobs {
 				own, err := ownHash(e, cache, buf)
+				if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ENOTDIR) {
+					// Removed since the scan found it: digested as gone,
+					// as the scan leaves out one that vanishes under it.
+					gone := sha256.Sum256([]byte("proctor-hostview-gone-v1"))
+					own, err = gone[:], nil
+				}
 				if err != nil {
 					errs <- fmt.Errorf("digesting the host's %s: %w", e.Path, err)
 					continue

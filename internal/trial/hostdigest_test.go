@@ -82,3 +82,29 @@ func TestHostDigestToleratesAVanishedDirectory(t *testing.T) {
 		t.Fatalf("hostDigest: %v", err)
 	}
 }
+
+// A directory the scan found and that is removed before its own entries
+// are digested (another process cleaning up under /etc, say) is digested
+// as gone, not an error.
+func TestHostDigestToleratesADirectoryRemovedAfterTheScan(t *testing.T) {
+	root := t.TempDir()
+	a := filepath.Join(root, "a")
+	gone := filepath.Join(a, "gone")
+	if err := os.MkdirAll(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(gone, "k"), []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "hostscan")
+	s, _, err := scanHost([]string{a}, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(gone); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := hostDigest(s, []string{a}, filepath.Join(t.TempDir(), "hashes"), file); err != nil {
+		t.Fatalf("hostDigest: %v", err)
+	}
+}
