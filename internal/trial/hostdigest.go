@@ -215,6 +215,9 @@ func ownHash(e *scanEntry, cache *task.HashCache, buf []byte) ([]byte, error) {
 		case st.Mode&unix.S_IFMT == unix.S_IFLNK:
 			buf := make([]byte, unix.PathMax)
 			k, err := unix.Readlinkat(fd, n, buf)
+			if errors.Is(err, unix.ENOENT) {
+				continue // removed while read
+			}
 			if err != nil {
 				return nil, err
 			}
