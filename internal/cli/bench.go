@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -102,7 +103,7 @@ type startArgs struct {
 	nf               *netFlags
 }
 
-var agentName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+var agentName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 
 func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
 	var agents []store.Agent
@@ -111,7 +112,7 @@ func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
 		if !ok || strings.TrimSpace(cmd) == "" {
 			return usageErr("--agent %q: want NAME=COMMAND", s)
 		}
-		if !agentName.MatchString(name) {
+		if !agentName().MatchString(name) {
 			return usageErr("--agent %q: the name must be 1-64 of letters, digits, '.', '_', '-'", name)
 		}
 		if slices.ContainsFunc(agents, func(x store.Agent) bool { return x.Name == name }) {

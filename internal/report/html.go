@@ -5,6 +5,7 @@ import (
 	"html/template"
 	"io"
 	"strconv"
+	"sync"
 	"time"
 )
 
@@ -24,7 +25,7 @@ import (
 // data-run-to-run-mean-abs, each rate attribute empty where the JSON has
 // null. Rates are written with four decimals.
 func (r *Report) HTML(w io.Writer) error {
-	if err := pageTemplate.Execute(w, r.view()); err != nil {
+	if err := pageTemplate().Execute(w, r.view()); err != nil {
 		return fmt.Errorf("writing HTML report: %w", err)
 	}
 	return nil
@@ -280,10 +281,14 @@ func seconds(ms int64) string {
 	return strconv.FormatFloat(float64(ms)/1000, 'g', 4, 64) + " s"
 }
 
-var pageTemplate = template.Must(template.New("report").Funcs(template.FuncMap{
-	"pct":   pct,
-	"rate":  rate,
-	"kinds": func(m map[string]int) string { return kinds(m, func(s string) string { return s }) },
-	"f3":    func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) },
-	"p4":    func(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) },
-}).Parse(pageHTML))
+// pageTemplate is parsed on first use, not at start-up: every proctor
+// process (each sandbox's init among them) would pay for it.
+var pageTemplate = sync.OnceValue(func() *template.Template {
+	return template.Must(template.New("report").Funcs(template.FuncMap{
+		"pct":   pct,
+		"rate":  rate,
+		"kinds": func(m map[string]int) string { return kinds(m, func(s string) string { return s }) },
+		"f3":    func(x float64) string { return strconv.FormatFloat(x, 'f', 3, 64) },
+		"p4":    func(x float64) string { return strconv.FormatFloat(x, 'g', 4, 64) },
+	}).Parse(pageHTML))
+})

@@ -8,6 +8,7 @@ import (
 	"io"
 	"regexp"
 	"strings"
+	"sync"
 )
 
 // Instance is one SWE-bench instance, with the dataset's field names.
@@ -44,9 +45,11 @@ func (s *stringList) UnmarshalJSON(b []byte) error {
 }
 
 var (
-	idPattern     = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`)
-	repoPattern   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$`)
-	commitPattern = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	idPattern   = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$`) })
+	repoPattern = sync.OnceValue(func() *regexp.Regexp {
+		return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*/[A-Za-z0-9][A-Za-z0-9._-]*$`)
+	})
+	commitPattern = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[0-9a-f]{40}$`) })
 )
 
 // maxLine bounds one instance (patches can be large).
@@ -108,11 +111,11 @@ func readLine(br *bufio.Reader) ([]byte, error) {
 
 func (in *Instance) check() error {
 	switch {
-	case !idPattern.MatchString(in.InstanceID):
+	case !idPattern().MatchString(in.InstanceID):
 		return fmt.Errorf("instance_id %q: want 1-200 of letters, digits, '.', '_', '-'", in.InstanceID)
-	case !repoPattern.MatchString(in.Repo):
+	case !repoPattern().MatchString(in.Repo):
 		return fmt.Errorf("%s: repo %q: want OWNER/NAME", in.InstanceID, in.Repo)
-	case !commitPattern.MatchString(in.BaseCommit):
+	case !commitPattern().MatchString(in.BaseCommit):
 		return fmt.Errorf("%s: base_commit %q: want 40 lowercase hex digits", in.InstanceID, in.BaseCommit)
 	case strings.TrimSpace(in.ProblemStatement) == "":
 		return fmt.Errorf("%s: problem_statement: empty", in.InstanceID)

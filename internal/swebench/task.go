@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/proctor-sandbox/proctor/internal/task"
 )
@@ -105,14 +106,14 @@ func lookup[V any](m map[string]V, in Instance) (V, bool) {
 	return v, ok
 }
 
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+var envName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`) })
 
 // CheckEnv checks the variables an EnvMap entry gives: names are shell
 // identifiers, none is the harness's own (PROCTOR_*), no value holds a NUL.
 func CheckEnv(env map[string]string) error {
 	for k, v := range env {
 		switch {
-		case !envName.MatchString(k):
+		case !envName().MatchString(k):
 			return fmt.Errorf("variable %q: want a name of letters, digits and '_'", k)
 		case strings.HasPrefix(k, "PROCTOR_"):
 			return fmt.Errorf("variable %q: PROCTOR_ variables are the harness's", k)
