@@ -69,35 +69,7 @@ yet, so it listens on loopback addresses only.`,
 	serve.Flags().StringVar(&store, "store", "", "where JetStream keeps the queue, archives and results")
 	serve.Flags().StringVar(&listen, "listen", net.JoinHostPort(cluster.DefaultHost, strconv.Itoa(cluster.DefaultPort)), "HOST:PORT to listen on (loopback only, for now)")
 
-	var url string
-	status := &cobra.Command{
-		Use:   "status --cluster URL",
-		Short: "Show the trial queue: waiting, in flight, delivered, and the stores' sizes",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, _ []string) error {
-			if url == "" {
-				return usageErr("--cluster: not set (e.g. nats://127.0.0.1:4222)")
-			}
-			ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
-			defer cancel()
-			conn, err := cluster.Connect(ctx, url)
-			if err != nil {
-				return err
-			}
-			defer conn.Close()
-			st, err := conn.Status(ctx)
-			if err != nil {
-				return err
-			}
-			fmt.Fprintf(stdout, "queue: %d trial(s) not yet acked: %d waiting, %d in flight (%d redelivered); %d delivery(ies) so far\n",
-				st.Stored, st.Pending, st.InFlight, st.Redelivered, st.Delivered)
-			fmt.Fprintf(stdout, "workers: %d waiting for a trial\n", st.Waiting)
-			fmt.Fprintf(stdout, "stores: task archives %d bytes, results %d bytes\n", st.Tasks, st.Results)
-			return nil
-		},
-	}
-	status.Flags().StringVar(&url, "cluster", "", "the cluster's NATS URL")
-	c.AddCommand(serve, status)
+	c.AddCommand(serve, newClusterStatusCmd(stdout))
 	return c
 }
 
