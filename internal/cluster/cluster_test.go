@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -385,7 +386,7 @@ func TestRedeliveryAfterDroppedJob(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if job.Msg != m || job.Delivered() != 1 {
+	if !reflect.DeepEqual(job.Msg, m) || job.Delivered() != 1 {
 		t.Fatalf("first delivery: %+v, delivered %d", job.Msg, job.Delivered())
 	}
 	// w1 dies: no ack, no keep-alive.
@@ -521,7 +522,7 @@ func TestBadMessageTerminated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := js.Publish(ctx, TrialSubject, []byte("not json")); err != nil {
+	if _, err := js.Publish(ctx, TrialSubjectPrefix+"x", []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
 	good := trial(1, digestOf(t, []byte("archive")))
@@ -532,7 +533,7 @@ func TestBadMessageTerminated(t *testing.T) {
 		t.Fatalf("garbage message: got %v, want ErrBadTrial", err)
 	}
 	job, err := c.Next(ctx)
-	if err != nil || job.Msg != good {
+	if err != nil || !reflect.DeepEqual(job.Msg, good) {
 		t.Fatalf("after garbage: %v, %v; want the good trial", job, err)
 	}
 	for _, bad := range []TrialMsg{
@@ -584,7 +585,7 @@ func TestRestartKeepsQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if job.Msg != trial(0, digest) {
+	if !reflect.DeepEqual(job.Msg, trial(0, digest)) {
 		t.Fatalf("first trial after restart: %+v", job.Msg)
 	}
 	var got bytes.Buffer

@@ -12,12 +12,22 @@ import (
 
 // Names of the JetStream resources the package creates.
 const (
-	TrialStream    = "PROCTOR_TRIALS"
-	TrialSubjects  = "proctor.trials.>"
-	TrialSubject   = "proctor.trials.run"
-	WorkerConsumer = "PROCTOR_WORKERS"
-	TaskBucket     = "PROCTOR_TASKS"
-	ResultBucket   = "PROCTOR_RESULTS"
+	TrialStream   = "PROCTOR_TRIALS"
+	TrialSubjects = "proctor.trials.>"
+	// TrialSubjectPrefix and the trial's ID make its subject: one subject
+	// per trial, so that a coordinator can ask whether a trial is queued.
+	TrialSubjectPrefix = "proctor.trials."
+	WorkerConsumer     = "PROCTOR_WORKERS"
+	TaskBucket         = "PROCTOR_TASKS"
+	ResultBucket       = "PROCTOR_RESULTS"
+	// DoneStream is the work queue of finished trials, from the workers to
+	// the coordinators: subject DoneSubjectPrefix + suite + "." + trial ID.
+	DoneStream        = "PROCTOR_DONE"
+	DoneSubjects      = "proctor.done.>"
+	DoneSubjectPrefix = "proctor.done."
+	// WorkerBucket is a key-value bucket of the workers' heartbeats, each
+	// forgotten HeartbeatTTL after it was written.
+	WorkerBucket = "PROCTOR_WORKER_LIVENESS"
 )
 
 // Defaults for [Connect].
@@ -39,7 +49,14 @@ type config struct {
 	maxAckPending   int
 	duplicateWindow time.Duration
 	pollWait        time.Duration
+	bind            bool
 }
+
+// WithBind makes Connect use the worker consumer as it is when it exists,
+// rather than setting its AckWait and MaxAckPending: for clients that only
+// take trials or read the queue (workers, status), so that they leave the
+// coordinator's settings alone.
+func WithBind() Option { return func(c *config) { c.bind = true } }
 
 // WithNATS passes options to nats.Connect.
 func WithNATS(opts ...nats.Option) Option {
@@ -73,6 +90,8 @@ type Conn struct {
 	consumer jetstream.Consumer
 	tasks    jetstream.ObjectStore
 	results  jetstream.ObjectStore
+	done     jetstream.Stream
+	workers  jetstream.KeyValue
 	pollWait time.Duration
 }
 
@@ -95,7 +114,7 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Conn, error) {
 	natsOpts := append([]nats.Option{nats.Name("proctor")}, cfg.natsOpts...)
 	nc, err := nats.Connect(url, natsOpts...)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", url, err)
+		return nil, fmt.Errorf("connecting to %s: %w", redactURL(url), redactErr(err, url))
 	}
 	c := &Conn{nc: nc, pollWait: cfg.pollWait}
 	if err := c.ensure(ctx, cfg); err != nil {
@@ -123,7 +142,7 @@ func (c *Conn) ensure(ctx context.Context, cfg config) error {
 	if err != nil {
 		return fmt.Errorf("creating stream %s: %w", TrialStream, err)
 	}
-	c.consumer, err = c.stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
+	ccfg := jetstream.ConsumerConfig{
 		Durable:       WorkerConsumer,
 		Description:   "proctor workers",
 		AckPolicy:     jetstream.AckExplicitPolicy,
@@ -132,9 +151,41 @@ func (c *Conn) ensure(ctx context.Context, cfg config) error {
 		MaxAckPending: cfg.maxAckPending,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		FilterSubject: TrialSubjects,
-	})
+	}
+	if cfg.bind {
+		c.consumer, err = c.stream.Consumer(ctx, WorkerConsumer)
+		if errors.Is(err, jetstream.ErrConsumerNotFound) {
+			c.consumer, err = c.stream.CreateConsumer(ctx, ccfg)
+			if errors.Is(err, jetstream.ErrConsumerExists) { // made meanwhile
+				c.consumer, err = c.stream.Consumer(ctx, WorkerConsumer)
+			}
+		}
+	} else {
+		c.consumer, err = c.stream.CreateOrUpdateConsumer(ctx, ccfg)
+	}
 	if err != nil {
 		return fmt.Errorf("creating consumer %s: %w", WorkerConsumer, err)
+	}
+	c.done, err = js.CreateOrUpdateStream(ctx, jetstream.StreamConfig{
+		Name:        DoneStream,
+		Description: "proctor trials finished, for their coordinators",
+		Subjects:    []string{DoneSubjects},
+		Retention:   jetstream.WorkQueuePolicy,
+		Storage:     jetstream.FileStorage,
+		Duplicates:  cfg.duplicateWindow,
+		Discard:     jetstream.DiscardNew,
+	})
+	if err != nil {
+		return fmt.Errorf("creating stream %s: %w", DoneStream, err)
+	}
+	c.workers, err = js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
+		Bucket:      WorkerBucket,
+		Description: "proctor workers' heartbeats",
+		TTL:         HeartbeatTTL,
+		Storage:     jetstream.MemoryStorage,
+	})
+	if err != nil {
+		return fmt.Errorf("creating key-value bucket %s: %w", WorkerBucket, err)
 	}
 	c.tasks, err = js.CreateOrUpdateObjectStore(ctx, jetstream.ObjectStoreConfig{
 		Bucket:      TaskBucket,
@@ -168,6 +219,7 @@ type Status struct {
 	Delivered   uint64 // deliveries so far, redeliveries included
 	Acked       uint64 // ack floor: deliveries 1 … Acked are all acked (later ones may be too)
 	Waiting     int    // workers' pull requests waiting for a trial
+	Finished    uint64 // trials acked (finished) since the queue was made
 	Tasks       uint64 // bytes stored in the task bucket
 	Results     uint64 // bytes stored in the result bucket
 }
@@ -190,6 +242,7 @@ func (c *Conn) Status(ctx context.Context) (Status, error) {
 		Delivered:   ci.Delivered.Consumer,
 		Acked:       ci.AckFloor.Consumer,
 		Waiting:     ci.NumWaiting,
+		Finished:    si.State.LastSeq - si.State.Msgs,
 	}
 	for _, b := range []struct {
 		os  jetstream.ObjectStore

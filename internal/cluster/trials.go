@@ -8,31 +8,62 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unicode"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// TrialMsg is one trial to run, as it travels through the queue (JSON). It
-// is a value: copy it freely.
+// TrialMsg is one trial to run, as it travels through the queue (JSON).
+// It is self-contained: a worker needs nothing else, beyond the archives it
+// names, to run the trial as the coordinator planned it.
 type TrialMsg struct {
-	ID           string `json:"id"`    // unique per trial; the JetStream message ID; no '/', spaces or control characters
+	ID           string `json:"id"`    // unique per trial; the JetStream message ID and the last token(s) of its subject (see [ValidID])
 	Suite        string `json:"suite"` // suite name
 	Agent        string `json:"agent"` // agent name
 	AgentCommand string `json:"agent_command,omitempty"`
 	Task         string `json:"task"`        // task name
 	TaskDigest   string `json:"task_digest"` // archive digest in PROCTOR_TASKS
 	Index        int    `json:"index"`       // repetition of (agent, task), from 0
+	// TaskTree is the Merkle digest (internal/task.Digest) the archive must
+	// unpack to; the worker checks it before it runs anything.
+	TaskTree string `json:"task_tree,omitempty"`
+	// AgentDir, when set, is the archive of the directory mounted at /agent.
+	AgentDir *Tree `json:"agent_dir,omitempty"`
+	// The network the agent may use, as the run flags of the same names.
+	AllowHosts []string `json:"allow_hosts,omitempty"`
+	Gateways   []string `json:"model_gateways,omitempty"`
+	NoAudit    bool     `json:"no_audit,omitempty"`
 }
+
+// Tree names a directory stored as an archive in PROCTOR_TASKS: the archive's
+// digest, and the Merkle digest of the tree it unpacks to.
+type Tree struct {
+	Archive string `json:"archive"`
+	Tree    string `json:"tree"`
+}
+
+// ValidID reports whether id may name a trial or a suite: 1-200 of ASCII
+// letters, digits, '_', '-' and '.', neither starting nor ending with '.'
+// and without "..", so that it is one or more subject tokens.
+func ValidID(id string) bool {
+	if id == "" || len(id) > 200 || id[0] == '.' || id[len(id)-1] == '.' || strings.Contains(id, "..") {
+		return false
+	}
+	return !strings.ContainsFunc(id, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-' || r == '.')
+	})
+}
+
+// validToken reports whether s is one subject token of ValidID's letters.
+func validToken(s string) bool { return ValidID(s) && !strings.Contains(s, ".") }
 
 // checkID checks m.ID alone: it names results as well as the message.
 func (m TrialMsg) checkID() error {
 	switch {
 	case m.ID == "":
 		return fmt.Errorf("%w: no id", ErrBadTrial)
-	case strings.ContainsFunc(m.ID, func(r rune) bool { return r == '/' || unicode.IsSpace(r) || unicode.IsControl(r) }):
-		return fmt.Errorf("%w: id %q contains '/', a space or a control character", ErrBadTrial, m.ID)
+	case !ValidID(m.ID):
+		return fmt.Errorf("%w: id %q: want 1-200 of letters, digits, '_', '-' and '.' (not at either end, not twice in a row)", ErrBadTrial, m.ID)
 	}
 	return nil
 }
@@ -46,12 +77,29 @@ func (m TrialMsg) check() error {
 		return fmt.Errorf("%w: trial %s: no task or agent", ErrBadTrial, m.ID)
 	case m.Index < 0:
 		return fmt.Errorf("%w: trial %s: negative index", ErrBadTrial, m.ID)
+	case m.Suite != "" && !validToken(m.Suite):
+		return fmt.Errorf("%w: trial %s: suite %q: want 1-200 of letters, digits, '_' and '-'", ErrBadTrial, m.ID, m.Suite)
 	}
 	if _, err := checkDigest(m.TaskDigest); err != nil {
 		return fmt.Errorf("%w: trial %s: %w", ErrBadTrial, m.ID, err)
 	}
+	if m.TaskTree != "" {
+		if _, err := checkDigest(m.TaskTree); err != nil {
+			return fmt.Errorf("%w: trial %s: task_tree: %w", ErrBadTrial, m.ID, err)
+		}
+	}
+	if m.AgentDir != nil {
+		for _, d := range []string{m.AgentDir.Archive, m.AgentDir.Tree} {
+			if _, err := checkDigest(d); err != nil {
+				return fmt.Errorf("%w: trial %s: agent_dir: %w", ErrBadTrial, m.ID, err)
+			}
+		}
+	}
 	return nil
 }
+
+// trialSubject is the subject trial id is published on.
+func trialSubject(id string) string { return TrialSubjectPrefix + id }
 
 // Publish queues the trial. Publishing a trial with the same ID again
 // within the duplicate window stores nothing: it is safe to retry.
@@ -69,7 +117,7 @@ func (c *Conn) publish(ctx context.Context, m TrialMsg) (duplicate bool, err err
 	if err != nil {
 		return false, fmt.Errorf("publishing trial %s: %w", m.ID, err)
 	}
-	ack, err := c.js.Publish(ctx, TrialSubject, data,
+	ack, err := c.js.Publish(ctx, trialSubject(m.ID), data,
 		jetstream.WithMsgID(m.ID), jetstream.WithExpectStream(TrialStream))
 	if err != nil {
 		return false, fmt.Errorf("publishing trial %s: %w", m.ID, err)
@@ -123,10 +171,41 @@ func (j *Job) Nak(delay time.Duration) error {
 	return nil
 }
 
+// Queued reports whether trial id is in the queue: published and not yet
+// acked (waiting or in flight).
+func (c *Conn) Queued(ctx context.Context, id string) (bool, error) {
+	if !ValidID(id) {
+		return false, fmt.Errorf("%w: id %q", ErrBadTrial, id)
+	}
+	return hasSubject(ctx, c.stream, trialSubject(id))
+}
+
+// hasSubject reports whether the stream holds a message on subject.
+func hasSubject(ctx context.Context, s jetstream.Stream, subject string) (bool, error) {
+	_, err := s.GetLastMsgForSubject(ctx, subject)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("looking up %s: %w", subject, err)
+}
+
 // Next waits for a trial and returns it, until ctx is done. A message that
 // is not a valid TrialMsg is terminated (never redelivered) and Next
 // returns an error matching ErrBadTrial; call Next again.
 func (c *Conn) Next(ctx context.Context) (*Job, error) {
+	msg, err := pull(ctx, c.consumer, c.pollWait)
+	if err != nil {
+		return nil, err
+	}
+	return newJob(msg)
+}
+
+// pull waits for the next message of consumer until ctx is done, one pull
+// request of at most pollWait at a time.
+func pull(ctx context.Context, consumer jetstream.Consumer, pollWait time.Duration) (jetstream.Msg, error) {
 	for {
 		if err := ctxErr(ctx); err != nil {
 			return nil, err
@@ -134,8 +213,8 @@ func (c *Conn) Next(ctx context.Context) (*Job, error) {
 		// One pull request at a time, each expiring on the server shortly
 		// before pctx does (FetchContext sees to that), so that no trial is
 		// delivered to a request nobody is reading any more.
-		pctx, cancel := context.WithTimeout(ctx, c.pollWait)
-		msg, err := c.consumer.Next(jetstream.FetchContext(pctx))
+		pctx, cancel := context.WithTimeout(ctx, pollWait)
+		msg, err := consumer.Next(jetstream.FetchContext(pctx))
 		expired := ctxErr(pctx) != nil
 		cancel()
 		if err != nil {
@@ -145,9 +224,9 @@ func (c *Conn) Next(ctx context.Context) (*Job, error) {
 			if expired || errors.Is(err, nats.ErrTimeout) || errors.Is(err, jetstream.ErrNoMessages) {
 				continue
 			}
-			return nil, fmt.Errorf("waiting for a trial: %w", err)
+			return nil, fmt.Errorf("waiting for a message: %w", err)
 		}
-		return newJob(msg)
+		return msg, nil
 	}
 }
 
