@@ -1,0 +1,89 @@
+package suite
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/proctor-sandbox/proctor/internal/task"
+)
+
+// A task packed on one machine unpacks elsewhere to the same Merkle
+// digest; an archive altered in any byte, or bound to another tree, is
+// refused and leaves nothing behind.
+func TestPackUnpackTree(t *testing.T) {
+	src := filepath.Join("..", "..", "examples", "tasks", "py-bugfix")
+	want, err := task.Digest(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmp := t.TempDir()
+	path, digest, err := PackTreeFile(src, tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, digest2, err := PackTreeFile(src, tmp)
+	if err != nil || digest2 != digest {
+		t.Fatalf("packing twice: %s then %s (%v)", digest, digest2, err)
+	}
+	if a, b := mustRead(t, path), mustRead(t, again); !bytes.Equal(a, b) {
+		t.Fatal("two packings of one tree differ")
+	}
+	dst := filepath.Join(tmp, "out")
+	if err := UnpackTree(path, digest, want, dst); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := task.Digest(dst); got != want {
+		t.Fatalf("unpacked tree %s, want %s", got, want)
+	}
+	if err := UnpackTree(path, digest, want, dst); err == nil {
+		t.Fatal("unpacked over an existing directory")
+	}
+
+	other := strings.Replace(want, want[len(want)-4:], "0000", 1)
+	if err := UnpackTree(path, digest, other, filepath.Join(tmp, "o2")); err == nil || !strings.Contains(err.Error(), "unpacks to the tree") {
+		t.Fatalf("bound to another tree: %v", err)
+	}
+	data := mustRead(t, path)
+	i := bytes.Index(data, []byte("def "))
+	if i < 0 {
+		t.Fatal("no code in the archive")
+	}
+	data[i] = 'D'
+	bad := filepath.Join(tmp, "bad.tar")
+	os.WriteFile(bad, data, 0o644)
+	if err := UnpackTree(bad, digest, want, filepath.Join(tmp, "o3")); err == nil || !strings.Contains(err.Error(), "digest") {
+		t.Fatalf("altered archive: %v", err)
+	}
+	ents, _ := os.ReadDir(tmp)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".unpack-") || e.Name() == "o2" || e.Name() == "o3" {
+			t.Errorf("left behind: %s", e.Name())
+		}
+	}
+}
+
+// A tree holding what an archive cannot carry is refused when packed.
+func TestPackTreeRefusesFifo(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, "a"), []byte("x"), 0o644)
+	if err := unix.Mkfifo(filepath.Join(dir, "p"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := PackTree(dir, &bytes.Buffer{}); err == nil || !strings.Contains(err.Error(), "fifo") {
+		t.Fatalf("a tree with a fifo: %v", err)
+	}
+}
+
+func mustRead(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
