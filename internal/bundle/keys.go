@@ -124,6 +124,16 @@ func ReadPrivateKey(path string) (ed25519.PrivateKey, error) {
 	return ed25519.NewKeyFromSeed(seed), nil
 }
 
+// ParsePublicKey parses the content of a public key file (see
+// ReadPublicKey).
+func ParsePublicKey(data []byte) (ed25519.PublicKey, error) {
+	key, _, err := parseKeyLine(data, PublicKeyPrefix, PrivateKeyPrefix, true)
+	if err != nil {
+		return nil, err
+	}
+	return ed25519.PublicKey(key), nil
+}
+
 // ReadPublicKey reads a public key file: one line, the prefix, the key in
 // base64 and an optional comment. Every error is one line that names the
 // file.

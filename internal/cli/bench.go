@@ -37,6 +37,7 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 		agentDir         string
 		tf               trialFlags
 		nf               netFlags
+		bc               benchCluster
 	)
 	c := &cobra.Command{
 		Use:   "bench --tasks DIR [DIR...] --agent NAME=COMMAND [--agent ...] --trials N --out DIR",
@@ -52,15 +53,36 @@ again from their frozen changesets; a verdict that changed is a warning
 (the grader is not deterministic), kept in DIR/regrades.jsonl for the
 report.
 
+With --cluster URL the trials run on the cluster's workers (proctor
+worker) instead of here: each task is uploaded once, one message is
+published per trial, and each result is recorded in DIR as it comes back,
+if its bundle is signed by a --trust'ed worker key and binds the planned
+task and agent; any other is recorded as rejected and never counted.
+Stopped, the trials stay queued and finished results wait on the cluster:
+proctor bench --resume DIR --cluster URL picks them up.
+
 Exit status: 0 when every trial ran (whatever they scored); 125 when the
 suite could not run; 130 when stopped (resumable); 2 for a wrong command
 line.`,
 		RunE: func(c *cobra.Command, args []string) error {
-			if resume != "" {
-				if len(taskDirs)+len(agents)+len(args) > 0 || out != "" {
-					return usageErr("--resume takes the suite directory alone: its tasks, agents and flags are in its store")
+			if bc.cf.set() {
+				if jobs != 0 {
+					return usageErr("--jobs: with --cluster each worker sets its own (proctor worker --jobs)")
 				}
-				return resumeSuite(c, resume, jobs, regrades, tf.quiet, stdout, stderr)
+				if tf.keyFile != "" {
+					return usageErr("--key: with --cluster the workers sign; name their public keys with --trust")
+				}
+				if resume == "" && len(bc.trust) == 0 {
+					return usageErr("--trust: not set: with --cluster, name the public key of every worker whose bundles count")
+				}
+			} else if len(bc.trust) > 0 {
+				return usageErr("--trust: only with --cluster")
+			}
+			if resume != "" {
+				if len(taskDirs)+len(agents)+len(args) > 0 || out != "" || len(bc.trust) > 0 {
+					return usageErr("--resume takes the suite directory alone: its tasks, agents, trusted keys and flags are in its store")
+				}
+				return resumeSuite(c, resume, jobs, regrades, tf.quiet, &bc, stdout, stderr)
 			}
 			taskDirs = append(taskDirs, args...)
 			if len(taskDirs) == 0 {
@@ -78,7 +100,7 @@ line.`,
 			if regrades < 0 {
 				return usageErr("--regrade: want 0 or more, got %d", regrades)
 			}
-			return startSuite(c, startArgs{taskDirs, agents, trials, jobs, regrades, out, agentDir, &tf, &nf}, stdout, stderr)
+			return startSuite(c, startArgs{taskDirs, agents, trials, jobs, regrades, out, agentDir, &tf, &nf, &bc}, stdout, stderr)
 		},
 	}
 	c.Flags().StringArrayVar(&taskDirs, "tasks", nil, "a task directory, or a directory of them (repeatable; more may follow as arguments)")
@@ -91,6 +113,7 @@ line.`,
 	c.Flags().StringVar(&agentDir, "agent-dir", "", "a directory mounted read-only at /agent in every trial")
 	tf.register(c)
 	nf.register(c)
+	bc.register(c)
 	return c
 }
 
@@ -101,6 +124,7 @@ type startArgs struct {
 	out, agentDir    string
 	tf               *trialFlags
 	nf               *netFlags
+	bc               *benchCluster
 }
 
 var agentName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
@@ -148,8 +172,32 @@ func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
 		flags.MaxCPUs = max(flags.MaxCPUs, t.Environment.CPUs)
 		flags.MaxMemoryMB = max(flags.MaxMemoryMB, t.Environment.MemoryMB)
 	}
+	if a.bc.cf.set() {
+		if flags.Trust, err = readTrusted(a.bc.trust); err != nil {
+			return err
+		}
+		if flags.Suite, err = newSuiteID(); err != nil {
+			return err
+		}
+		if flags.AllowHosts, flags.Gateways, err = a.nf.resolved(); err != nil {
+			return err
+		}
+		flags.Config = ""
+	}
 	if err := os.MkdirAll(a.out, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
+	}
+	if a.bc.cf.set() {
+		st, err := store.Open(a.out)
+		if err != nil {
+			return err
+		}
+		defer st.Close()
+		opts, _ := json.Marshal(flags)
+		if err := st.CreateSuite(store.Suite{Trials: a.trials, Agents: agents, Tasks: tasks, Options: opts, Created: time.Now().UTC()}); err != nil {
+			return err
+		}
+		return runClusterSuite(c, a.out, st, flags, a.bc, a.regrades, a.tf.quiet, stdout, stderr)
 	}
 	key := a.tf.keyFile
 	if key == "" {
@@ -187,7 +235,7 @@ func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
 	return runSuite(c, a.out, st, flags, a.jobs, a.regrades, a.tf.quiet, stdout, stderr)
 }
 
-func resumeSuite(c *cobra.Command, dir string, jobs, regrades int, quiet bool, stdout, stderr io.Writer) error {
+func resumeSuite(c *cobra.Command, dir string, jobs, regrades int, quiet bool, bc *benchCluster, stdout, stderr io.Writer) error {
 	st, err := store.Open(dir)
 	if err != nil {
 		return err
@@ -200,6 +248,14 @@ func resumeSuite(c *cobra.Command, dir string, jobs, regrades int, quiet bool, s
 	var flags suite.RunFlags
 	if err := json.Unmarshal(su.Options, &flags); err != nil {
 		return fmt.Errorf("%s: the suite's run flags: %w", filepath.Join(dir, store.File), err)
+	}
+	switch {
+	case flags.Suite != "" && !bc.cf.set():
+		return usageErr("--resume %s: the suite runs on a cluster (%s): pass --cluster URL", dir, flags.Suite)
+	case flags.Suite == "" && bc.cf.set():
+		return usageErr("--resume %s: the suite runs on this machine, not on a cluster: drop --cluster", dir)
+	case flags.Suite != "":
+		return runClusterSuite(c, dir, st, flags, bc, regrades, quiet, stdout, stderr)
 	}
 	return runSuite(c, dir, st, flags, jobs, regrades, quiet, stdout, stderr)
 }

@@ -38,30 +38,45 @@ type runConfig struct {
 	ModelGateway map[string]string `toml:"model_gateway"`
 }
 
-// apply fills o.Net and o.NoAudit from the flags and the config file.
-func (f *netFlags) apply(o *trial.Options) error {
+// resolved returns the hosts and gateway specs of the config file and the
+// flags together, the gateways checked.
+func (f *netFlags) resolved() (hosts, gateways []string, err error) {
 	path := f.config
 	if path == "" {
 		path = os.Getenv("PROCTOR_CONFIG")
 	}
-	var gw []string
 	if path != "" {
 		cfg, err := readRunConfig(path)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
-		o.Net.AllowHosts = append(o.Net.AllowHosts, cfg.AllowHosts...)
+		hosts = append(hosts, cfg.AllowHosts...)
 		names := make([]string, 0, len(cfg.ModelGateway))
 		for k := range cfg.ModelGateway {
 			names = append(names, k)
 		}
 		sort.Strings(names)
 		for _, k := range names {
-			gw = append(gw, k+"="+cfg.ModelGateway[k])
+			gateways = append(gateways, k+"="+cfg.ModelGateway[k])
 		}
 	}
-	o.Net.AllowHosts = append(o.Net.AllowHosts, f.allowHosts...)
-	gw = append(gw, f.gateways...)
+	hosts = append(hosts, f.allowHosts...)
+	gateways = append(gateways, f.gateways...)
+	if len(gateways) > 0 {
+		if _, err := gateway.ParseSpecs(strings.Join(gateways, ",")); err != nil {
+			return nil, nil, usageErr("--model-gateway: %v", err)
+		}
+	}
+	return hosts, gateways, nil
+}
+
+// apply fills o.Net and o.NoAudit from the flags and the config file.
+func (f *netFlags) apply(o *trial.Options) error {
+	hosts, gw, err := f.resolved()
+	if err != nil {
+		return err
+	}
+	o.Net.AllowHosts = append(o.Net.AllowHosts, hosts...)
 	if len(gw) > 0 {
 		specs, err := gateway.ParseSpecs(strings.Join(gw, ","))
 		if err != nil {

@@ -107,7 +107,7 @@ func reportInput(c *cobra.Command, dir, pubkey string, regrades int, tf *trialFl
 	if err := json.Unmarshal(su.Options, &flags); err != nil {
 		return nil, fmt.Errorf("%s: the suite's run flags: %w", filepath.Join(dir, store.File), err)
 	}
-	pub, err := suitePublicKey(pubkey, flags.Key)
+	keys, err := suiteKeys(pubkey, &flags)
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +144,7 @@ func reportInput(c *cobra.Command, dir, pubkey string, regrades int, tf *trialFl
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			rt.VerifyError = verifyTrialBundle(filepath.Join(dir, rt.Bundle), r.BundleSHA256, pub)
+			rt.VerifyError = verifyTrialBundle(filepath.Join(dir, rt.Bundle), r.BundleSHA256, keys)
 			rt.Verified = rt.VerifyError == ""
 		}()
 	}
@@ -194,6 +194,20 @@ func benchRegradesOf(dir string) ([]report.Regrade, error) {
 	return out, nil
 }
 
+// suiteKeys are the keys a suite's bundles may be signed with: --pubkey's,
+// else the worker keys a cluster suite trusts, else the public half of the
+// suite's signing key.
+func suiteKeys(pubkey string, flags *suite.RunFlags) ([]ed25519.PublicKey, error) {
+	if pubkey == "" && len(flags.Trust) > 0 {
+		return parseTrusted(flags.Trust)
+	}
+	pub, err := suitePublicKey(pubkey, flags.Key)
+	if err != nil {
+		return nil, err
+	}
+	return []ed25519.PublicKey{pub}, nil
+}
+
 // suitePublicKey is --pubkey's key, or the public half of the suite's
 // signing key.
 func suitePublicKey(pubkey, keyFile string) (ed25519.PublicKey, error) {
@@ -213,7 +227,7 @@ func suitePublicKey(pubkey, keyFile string) (ed25519.PublicKey, error) {
 // verifyTrialBundle checks a trial's bundle as proctor verify does (signed
 // by pub, every artifact beside it, the verdict agreeing with them), and
 // that it is the file the store recorded. It returns why not, or "".
-func verifyTrialBundle(path, wantSHA string, pub ed25519.PublicKey) string {
+func verifyTrialBundle(path, wantSHA string, keys []ed25519.PublicKey) string {
 	data, err := readSmallRegular(path)
 	if err != nil {
 		return err.Error()
@@ -221,6 +235,10 @@ func verifyTrialBundle(path, wantSHA string, pub ed25519.PublicKey) string {
 	sum := sha256.Sum256(data)
 	if hex.EncodeToString(sum[:]) != wantSHA {
 		return "the bundle is not the one the store recorded"
+	}
+	pub, err := trustedSigner(path, data, keys)
+	if err != nil {
+		return err.Error()
 	}
 	if _, _, err := checkBundle(path, data, pub, true); err != nil {
 		return err.Error()

@@ -210,6 +210,16 @@ func (c *Conn) ensure(ctx context.Context, cfg config) error {
 // redelivered to other workers once their AckWait runs out.
 func (c *Conn) Close() { c.nc.Close() }
 
+// AckWait returns the worker consumer's AckWait as the server has it now:
+// a worker keeps its trials alive well within it.
+func (c *Conn) AckWait(ctx context.Context) (time.Duration, error) {
+	ci, err := c.consumer.Info(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("reading consumer %s: %w", WorkerConsumer, err)
+	}
+	return ci.Config.AckWait, nil
+}
+
 // Status is a snapshot of the trial queue.
 type Status struct {
 	Stored      uint64 // trials in the stream: waiting or in flight, not yet acked

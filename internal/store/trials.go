@@ -294,12 +294,33 @@ func (s *Store) Requeue() (int, error) {
 	return int(n), nil
 }
 
+const trialColumns = `id, agent, task, idx, state, attempt, started, ended,
+		status, passed, reward, wall_ms, agent_ms, grader_ms, model_calls,
+		input_tokens, output_tokens, violations, out, bundle_sha256, error`
+
+// Trial returns the trial id, or an error wrapping ErrNoTrial.
+func (s *Store) Trial(id int64) (*Trial, error) {
+	rows, err := s.db.Query("SELECT "+trialColumns+" FROM trials WHERE id = ?", id)
+	if err != nil {
+		return nil, fmt.Errorf("reading trial %d: %w", id, err)
+	}
+	defer rows.Close()
+	if !rows.Next() {
+		if err := rows.Err(); err != nil {
+			return nil, fmt.Errorf("reading trial %d: %w", id, err)
+		}
+		return nil, fmt.Errorf("reading trial %d: %w", id, ErrNoTrial)
+	}
+	t, err := scanTrial(rows)
+	if err != nil {
+		return nil, fmt.Errorf("reading trial %d: %w", id, err)
+	}
+	return &t, nil
+}
+
 // Trials returns every trial in plan order.
 func (s *Store) Trials() ([]Trial, error) {
-	rows, err := s.db.Query(`SELECT id, agent, task, idx, state, attempt, started, ended,
-		status, passed, reward, wall_ms, agent_ms, grader_ms, model_calls,
-		input_tokens, output_tokens, violations, out, bundle_sha256, error
-		FROM trials ORDER BY id`)
+	rows, err := s.db.Query("SELECT " + trialColumns + " FROM trials ORDER BY id")
 	if err != nil {
 		return nil, fmt.Errorf("reading trials: %w", err)
 	}

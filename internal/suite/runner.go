@@ -37,6 +37,11 @@ type RunFlags struct {
 	Jobs        int      `json:"jobs"`
 	MaxMemoryMB int64    `json:"max_memory_mb"` // the largest task memory limit
 	MaxCPUs     float64  `json:"max_cpus"`
+	// A suite run on a cluster: its name there, and the worker keys whose
+	// bundles count (public key file lines). Key is then unset: the
+	// workers sign.
+	Suite string   `json:"cluster_suite,omitempty"`
+	Trust []string `json:"trust,omitempty"`
 }
 
 // args returns the run flags as `proctor run` arguments.

@@ -1,0 +1,353 @@
+package suite
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/proctor-sandbox/proctor/internal/cgroup"
+	"github.com/proctor-sandbox/proctor/internal/cluster"
+	"github.com/proctor-sandbox/proctor/internal/trial"
+)
+
+// ResultName is the name of a trial's output archive in the result
+// bucket, for one delivery on one worker: two runs of a redelivered trial
+// never overwrite each other.
+func ResultName(delivery uint64, worker string) string {
+	return fmt.Sprintf("out.%d.%s.tar", delivery, worker)
+}
+
+// Worker runs trials from a cluster's queue, Jobs at a time, each as a
+// `proctor run` process that dies with the worker, and stores each
+// trial's output before it acks the trial.
+type Worker struct {
+	Conn       *cluster.Conn
+	Name       string // a subject token: letters, digits, '_', '-'
+	Jobs       int
+	Key        string // the private key file trials sign with
+	KeyID      string // its fingerprint, for the heartbeat
+	Version    string
+	CacheDir   string // trees unpacked by digest under CacheDir/cluster/trees
+	ScratchDir string
+	Exe        string // the proctor binary (os.Executable by default)
+	Log        io.Writer
+	// KeepAlive is how often a running trial's message is kept alive
+	// (default 5 s: well under any sane AckWait).
+	KeepAlive time.Duration
+
+	mu      sync.Mutex
+	running map[string]bool
+	done    int
+	trees   sync.Map // tree digest → *sync.Mutex: one unpacking at a time
+	started time.Time
+}
+
+func (w *Worker) logf(format string, a ...any) {
+	if w.Log != nil {
+		fmt.Fprintf(w.Log, "proctor worker %s: "+format+"\n", append([]any{w.Name}, a...)...)
+	}
+}
+
+func (w *Worker) treeDir() string { return filepath.Join(w.CacheDir, "cluster", "trees") }
+func (w *Worker) workDir() string { return filepath.Join(w.CacheDir, "cluster", "work", w.Name) }
+
+// Run takes and runs trials until ctx ends. Trials cut short by the end
+// are given back at once, for another worker.
+func (w *Worker) Run(ctx context.Context) error {
+	if w.Exe == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		w.Exe = exe
+	}
+	if w.KeepAlive <= 0 {
+		w.KeepAlive = 5 * time.Second
+	}
+	w.running, w.started = map[string]bool{}, time.Now().UTC()
+	for _, d := range []string{w.treeDir(), w.workDir()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	// What an earlier worker of this name left: outputs of trials it never
+	// finished (they were redelivered), and dead trials' mounts and cgroups.
+	if err := os.RemoveAll(w.workDir()); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(w.workDir(), 0o700); err != nil {
+		return err
+	}
+	w.cleanStale()
+	if err := w.beat(ctx); err != nil {
+		return err
+	}
+	hb, stopHB := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(cluster.HeartbeatEvery)
+		defer t.Stop()
+		for {
+			select {
+			case <-hb.Done():
+				return
+			case <-t.C:
+				if err := w.beat(hb); err != nil && hb.Err() == nil {
+					w.logf("warning: %v", err)
+				}
+			}
+		}
+	})
+	cpusets := slotCPUSets(w.Jobs)
+	errc := make(chan error, w.Jobs)
+	for slot := range w.Jobs {
+		wg.Go(func() { errc <- w.loop(ctx, cpusets[slot]) })
+	}
+	var first error
+	for range w.Jobs {
+		if err := <-errc; err != nil && first == nil {
+			first = err
+		}
+	}
+	stopHB()
+	wg.Wait()
+	leave, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	w.Conn.Leave(leave, w.Name)
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
+}
+
+func (w *Worker) beat(ctx context.Context) error {
+	host, _ := os.Hostname()
+	w.mu.Lock()
+	info := cluster.WorkerInfo{Name: w.Name, Host: host, PID: os.Getpid(), Key: w.KeyID, Version: w.Version,
+		Jobs: w.Jobs, Done: w.done, Started: w.started, Running: []string{}}
+	for id := range w.running {
+		info.Running = append(info.Running, id)
+	}
+	w.mu.Unlock()
+	return w.Conn.Heartbeat(ctx, info)
+}
+
+func (w *Worker) cleanStale() {
+	if err := trial.CleanStaleScratch(w.ScratchDir); err != nil {
+		w.logf("warning: removing stale scratch space: %v", err)
+	}
+	if _, err := cgroup.CleanStale(); err != nil {
+		w.logf("warning: removing stale cgroups: %v", err)
+	}
+}
+
+// loop runs one slot's trials until ctx ends.
+func (w *Worker) loop(ctx context.Context, cpuset string) error {
+	for {
+		job, err := w.Conn.Next(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		if errors.Is(err, cluster.ErrBadTrial) {
+			w.logf("refused a message: %v", err)
+			continue
+		}
+		if err != nil {
+			w.logf("warning: %v", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(time.Second):
+			}
+			continue
+		}
+		w.runJob(ctx, job, cpuset)
+	}
+}
+
+// runJob runs one delivery of a trial: fetch its trees, run it, store its
+// output, announce it, and only then ack it.
+func (w *Worker) runJob(ctx context.Context, job *cluster.Job, cpuset string) {
+	m := job.Msg
+	every := w.KeepAlive
+	if aw, err := w.Conn.AckWait(ctx); err == nil && aw/3 < every {
+		every = aw / 3
+	}
+	stop := cluster.KeepAlive(ctx, job, every)
+	defer stop()
+	w.mu.Lock()
+	w.running[m.ID] = true
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		delete(w.running, m.ID)
+		w.mu.Unlock()
+	}()
+	done := cluster.Done{Suite: m.Suite, Trial: m.ID, Worker: w.Name, Delivery: job.Delivered()}
+	out := filepath.Join(w.workDir(), fmt.Sprintf("%s.%d", m.ID, job.Delivered()))
+	defer os.RemoveAll(out)
+	if job.Delivered() > 1 {
+		w.logf("trial %s: delivery %d (a worker before did not finish it)", m.ID, job.Delivered())
+	}
+	if err := w.run(ctx, m, out, cpuset); err != nil {
+		if ctx.Err() != nil || errors.Is(err, errRetry) {
+			if ctx.Err() == nil {
+				w.logf("trial %s: %v; given back", m.ID, err)
+				stop()
+				w.giveBack(job, 5*time.Second)
+				return
+			}
+			stop()
+			w.giveBack(job, 0)
+			return
+		}
+		done.Error = err.Error()
+		w.logf("trial %s: %v", m.ID, err)
+	} else {
+		done.Result = ResultName(job.Delivered(), w.Name)
+		digest, err := w.store(ctx, m.ID, done.Result, out)
+		if err != nil {
+			w.logf("trial %s: storing its output: %v", m.ID, err)
+			stop()
+			w.giveBack(job, 5*time.Second)
+			return
+		}
+		done.ResultDigest = digest
+	}
+	if err := w.Conn.PublishDone(ctx, done); err != nil {
+		w.logf("trial %s: %v", m.ID, err)
+		stop()
+		w.giveBack(job, 5*time.Second)
+		return
+	}
+	stop()
+	if err := job.Ack(ctx); err != nil {
+		// Redelivered later and run again; the coordinator keeps one.
+		w.logf("warning: trial %s: %v", m.ID, err)
+		return
+	}
+	w.mu.Lock()
+	w.done++
+	w.mu.Unlock()
+	w.cleanStale()
+}
+
+// errRetry marks an error another attempt may not meet (the cluster
+// could not be reached): the trial is given back rather than failed.
+var errRetry = errors.New("cannot reach the cluster")
+
+// giveBack returns a trial to the queue, for another worker, after delay.
+func (w *Worker) giveBack(job *cluster.Job, delay time.Duration) {
+	if err := job.Nak(delay); err != nil {
+		w.logf("warning: %v (it is redelivered after the ack wait)", err)
+	}
+}
+
+// run runs trial m into out. An error means no trial ran: the task could
+// not be fetched or checked, or proctor run made no bundle.
+func (w *Worker) run(ctx context.Context, m cluster.TrialMsg, out, cpuset string) error {
+	if m.TaskTree == "" {
+		return fmt.Errorf("trial %s: no task_tree: the coordinator did not bind the archive to a task digest", m.ID)
+	}
+	taskDir, err := w.tree(ctx, cluster.Tree{Archive: m.TaskDigest, Tree: m.TaskTree})
+	if err != nil {
+		return fmt.Errorf("task %s: %w", m.Task, err)
+	}
+	args := []string{"run", "--task", taskDir, "--agent", m.AgentCommand, "--out", out, "--key", w.Key, "-q"}
+	if m.AgentDir != nil {
+		dir, err := w.tree(ctx, *m.AgentDir)
+		if err != nil {
+			return fmt.Errorf("agent dir: %w", err)
+		}
+		args = append(args, "--agent-dir", dir)
+	}
+	if w.CacheDir != "" {
+		args = append(args, "--cache-dir", w.CacheDir)
+	}
+	if w.ScratchDir != "" {
+		args = append(args, "--scratch-dir", w.ScratchDir)
+	}
+	for _, h := range m.AllowHosts {
+		args = append(args, "--allow-host", h)
+	}
+	for _, g := range m.Gateways {
+		args = append(args, "--model-gateway", g)
+	}
+	if m.NoAudit {
+		args = append(args, "--no-audit")
+	}
+	if cpuset != "" {
+		args = append(args, "--cpuset", cpuset)
+	}
+	var stderr bytes.Buffer
+	err = runChild(ctx, w.Exe, args, &stderr)
+	if _, serr := os.Stat(filepath.Join(out, trial.BundleFile)); serr != nil {
+		msg := lastLine(stderr.String())
+		if msg == "" && err != nil {
+			msg = err.Error()
+		}
+		if msg == "" {
+			msg = "no bundle"
+		}
+		return errors.New(msg)
+	}
+	return nil
+}
+
+// tree returns the directory of t, fetching, checking and unpacking its
+// archive the first time.
+func (w *Worker) tree(ctx context.Context, t cluster.Tree) (string, error) {
+	hexTree, ok := strings.CutPrefix(t.Tree, cluster.DigestPrefix)
+	if !ok {
+		return "", fmt.Errorf("tree digest %q", t.Tree)
+	}
+	dst := filepath.Join(w.treeDir(), hexTree)
+	mu, _ := w.trees.LoadOrStore(hexTree, &sync.Mutex{})
+	mu.(*sync.Mutex).Lock()
+	defer mu.(*sync.Mutex).Unlock()
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	f, err := os.CreateTemp(w.treeDir(), ".fetch-*.tar")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	if err := w.Conn.GetTask(ctx, t.Archive, f); err != nil {
+		if errors.Is(err, cluster.ErrTampered) || errors.Is(err, cluster.ErrNotFound) {
+			return "", fmt.Errorf("refused: %w", err)
+		}
+		return "", fmt.Errorf("%w: %w", errRetry, err)
+	}
+	if err := UnpackTree(f.Name(), t.Archive, t.Tree, dst); err != nil {
+		return "", fmt.Errorf("refused: %w", err)
+	}
+	return dst, nil
+}
+
+// store packs the trial's output and puts it in the result bucket,
+// returning the archive's digest.
+func (w *Worker) store(ctx context.Context, id, name, out string) (string, error) {
+	path, digest, err := PackTreeFile(out, w.workDir())
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(path)
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	if err := w.Conn.PutResult(ctx, id, name, f); err != nil {
+		return "", err
+	}
+	return digest, nil
+}
