@@ -35,9 +35,16 @@
 //   - ack a job before its results are stored (the caller's side of the
 //     contract, stated on [Job.Ack]);
 //   - listen beyond loopback by default: [Serve] binds 127.0.0.1 unless told
-//     otherwise. The server has no authentication or TLS yet; listening on
-//     another address lets anyone who can reach it read archives and results
-//     and inject trials, so remote use needs NATS auth and TLS (a later step).
+//     otherwise. Anyone who can reach the server can read archives and
+//     results and inject trials unless it is secured: TLS
+//     ([ServeOptions].TLSCert and TLSKey) and either a token
+//     ([ServeOptions].Token) or client certificates
+//     ([ServeOptions].TLSClientCA, mutual TLS). Serve does not enforce that
+//     pairing; `proctor cluster serve` does, refusing any other address
+//     without both. Clients bring credentials as NATS users expect (user
+//     and password or a token in the URL, or the files of a [ClientAuth]),
+//     and an error from [Connect] never shows a password or token from the
+//     URL.
 //
 // A [Conn] is safe for concurrent use; a [Job] belongs to the worker that
 // fetched it, though its methods may be called from several goroutines (as
