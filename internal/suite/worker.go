@@ -328,6 +328,9 @@ func (w *Worker) tree(ctx context.Context, t cluster.Tree) (string, error) {
 		return "", fmt.Errorf("%w: %w", errRetry, err)
 	}
 	if err := UnpackTree(f.Name(), t.Archive, t.Tree, dst); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			return dst, nil // another worker sharing the cache unpacked it meanwhile
+		}
 		return "", fmt.Errorf("refused: %w", err)
 	}
 	return dst, nil

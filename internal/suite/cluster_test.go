@@ -1,0 +1,469 @@
+package suite_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/proctor-sandbox/proctor/internal/bundle"
+	"github.com/proctor-sandbox/proctor/internal/cluster"
+	"github.com/proctor-sandbox/proctor/internal/store"
+	"github.com/proctor-sandbox/proctor/internal/suite"
+)
+
+// fleet is a real JetStream server in the test process and worker
+// processes around it.
+type fleet struct {
+	t    *testing.T
+	srv  *cluster.Server
+	url  string
+	dir  string
+	mu   sync.Mutex
+	logs map[string]*bytes.Buffer
+}
+
+func newFleet(t *testing.T) *fleet {
+	requireRoot(t)
+	dir := t.TempDir()
+	srv, err := cluster.Serve(cluster.ServeOptions{StoreDir: filepath.Join(dir, "nats"), Port: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Close() })
+	return &fleet{t: t, srv: srv, url: srv.ClientURL(), dir: dir, logs: map[string]*bytes.Buffer{}}
+}
+
+// key makes a signing key and returns its file.
+func (f *fleet) key(name string) string {
+	priv, err := bundle.GenerateKey()
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	p := filepath.Join(f.dir, name+".key")
+	if err := bundle.WriteKeyFiles(p, priv); err != nil {
+		f.t.Fatal(err)
+	}
+	return p
+}
+
+// worker starts `proctor worker` named name, signing with key, killed
+// when the test ends. It caches what it fetches in cache.
+func (f *fleet) worker(name, key, cache string) *exec.Cmd {
+	f.t.Helper()
+	cmd := exec.Command(os.Args[0], "worker", "--cluster", f.url, "--jobs", "1", "--name", name, "--key", key,
+		"--cache-dir", cache)
+	cmd.Env = append(os.Environ(), "CI=")
+	var log bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &log, &log
+	f.mu.Lock()
+	f.logs[name] = &log
+	f.mu.Unlock()
+	if err := cmd.Start(); err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGINT)
+		done := make(chan struct{})
+		go func() { cmd.Wait(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(20 * time.Second):
+			cmd.Process.Kill()
+			<-done
+		}
+		f.t.Logf("worker %s:\n%s", name, log.String())
+	})
+	return cmd
+}
+
+// descendants returns the processes below pid, with their start times.
+func descendants(pid int) map[int]string {
+	children := map[int][]int{}
+	start := map[int]string{}
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ... starttime is field 22.
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) < 20 {
+			continue
+		}
+		ppid, _ := strconv.Atoi(fields[1])
+		children[ppid] = append(children[ppid], p)
+		start[p] = fields[19]
+	}
+	out := map[int]string{}
+	var walk func(int)
+	walk = func(p int) {
+		for _, c := range children[p] {
+			out[c] = start[c]
+			walk(c)
+		}
+	}
+	walk(pid)
+	return out
+}
+
+// alive returns those of procs still running (same pid, same start).
+func alive(procs map[int]string) []int {
+	var out []int
+	for p, st := range procs {
+		b, err := os.ReadFile("/proc/" + strconv.Itoa(p) + "/stat")
+		if err != nil {
+			continue
+		}
+		s := string(b)
+		fields := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(fields) >= 20 && fields[19] == st && fields[0] != "Z" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// Three workers on a real JetStream server; one is SIGKILLed in the middle
+// of a trial, and so is the coordinator. Every trial completes exactly
+// once, no bundle is lost, and nothing of the dead worker runs on or is
+// left behind.
+func TestClusterWorkerKilled(t *testing.T) {
+	f := newFleet(t)
+	keys := []string{f.key("w1"), f.key("w2"), f.key("w3")}
+	dir := filepath.Join(f.dir, "suite")
+	tasks := filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix")
+	agents := filepath.Join(repoRoot(), "examples", "agents")
+	args := []string{"--tasks", tasks, "--agent", "honest=sh /agent/honest.sh", "--agent", "slow=sleep 2.5",
+		"--agent-dir", agents, "--trials", "4", "--out", dir, "--cluster", f.url, "--ack-wait", "3s",
+		"--regrade", "0", "-q"}
+	for _, k := range keys {
+		args = append(args, "--trust", k+".pub")
+	}
+	coord := bench(args...)
+	var clog bytes.Buffer
+	coord.Stdout, coord.Stderr = &clog, &clog
+	if err := coord.Start(); err != nil {
+		t.Fatal(err)
+	}
+	w1 := f.worker("killed", keys[0], cacheDir(t))
+	f.worker("second", keys[1], cacheDir(t))
+	f.worker("third", keys[2], cacheDir(t))
+
+	// Kill w1 while its trial's sandbox runs.
+	deadline := time.Now().Add(2 * time.Minute)
+	var procs map[int]string
+	for time.Now().Before(deadline) {
+		procs = descendants(w1.Process.Pid)
+		if len(procs) >= 3 { // proctor run, and its sandbox's processes
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if len(procs) < 3 {
+		t.Fatalf("the worker never ran a trial\n%s", clog.String())
+	}
+	w1.Process.Signal(syscall.SIGKILL)
+	time.Sleep(500 * time.Millisecond)
+	if left := alive(procs); len(left) > 0 {
+		t.Fatalf("processes of the killed worker live on: %v", left)
+	}
+
+	// Kill the coordinator once a result is in, and start it again.
+	for len(bundles(t, dir)) < 1 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	coord.Process.Signal(syscall.SIGKILL)
+	coord.Wait()
+	before := bundles(t, dir)
+	if len(before) < 1 {
+		t.Fatalf("no result before the coordinator was killed\n%s", clog.String())
+	}
+	resume := bench("--resume", dir, "--cluster", f.url, "--ack-wait", "3s", "--regrade", "0")
+	out, err := resume.CombinedOutput()
+	if err != nil {
+		t.Fatalf("resume: %v\n%s\nfirst coordinator:\n%s", err, out, clog.String())
+	}
+
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	counts, _ := st.Counts()
+	if counts["done"] != 8 || counts["pending"]+counts["running"]+counts["failed"] != 0 {
+		t.Fatalf("after the suite: %v\n%s", counts, out)
+	}
+	after := bundles(t, dir)
+	if len(after) != 8 {
+		t.Fatalf("%d bundles, want 8", len(after))
+	}
+	for p, sum := range before {
+		if after[p] != sum {
+			t.Errorf("%s was replaced after it was recorded", p)
+		}
+	}
+	ts, _ := st.Trials()
+	for _, tr := range ts {
+		if tr.Attempt != 1 {
+			t.Errorf("trial %d claimed %d times", tr.ID, tr.Attempt)
+		}
+		if tr.Result.BundleSHA256 != after[filepath.Join(dir, suite.TrialDir(&tr), "bundle.json")] {
+			t.Errorf("trial %s × %s #%d: the store's bundle digest is not the bundle's", tr.Agent, tr.Task, tr.Index)
+		}
+		if tr.Agent == "honest" != tr.Result.Passed {
+			t.Errorf("trial %s #%d: passed=%t", tr.Agent, tr.Index, tr.Result.Passed)
+		}
+	}
+	// The killed worker's trial went to another worker.
+	f.mu.Lock()
+	redelivered := strings.Contains(f.logs["second"].String()+f.logs["third"].String(), "delivery 2")
+	f.mu.Unlock()
+	if !redelivered {
+		t.Error("no worker says it ran a redelivered trial")
+	}
+	// Every bundle verifies against the trusted worker keys: the report
+	// counts all 8.
+	rep := exec.Command(os.Args[0], "report", dir, "--format", "json", "--regrade", "0")
+	rep.Env = append(os.Environ(), "CI=")
+	st.Close()
+	js, err := rep.Output()
+	if err != nil {
+		t.Fatalf("report: %v", err)
+	}
+	var r struct {
+		Integrity struct {
+			Unverified []any `json:"unverified"`
+		} `json:"integrity"`
+		Agents []struct {
+			Trials int `json:"trials"`
+		} `json:"agents"`
+	}
+	if err := json.Unmarshal(js, &r); err != nil {
+		t.Fatalf("report: %v\n%s", err, js)
+	}
+	if len(r.Integrity.Unverified) != 0 || len(r.Agents) != 2 || r.Agents[0].Trials+r.Agents[1].Trials != 8 {
+		t.Fatalf("report: %d unverified, agents %+v", len(r.Integrity.Unverified), r.Agents)
+	}
+	if left := deadLeftovers(t); len(left) > 0 {
+		t.Errorf("left behind: %v", left)
+	}
+}
+
+// A worker whose key the coordinator does not trust: its results are
+// recorded as rejected and counted nowhere.
+func TestClusterUntrustedWorker(t *testing.T) {
+	f := newFleet(t)
+	trusted, rogue := f.key("trusted"), f.key("rogue")
+	dir := filepath.Join(f.dir, "suite")
+	f.worker("rogue", rogue, cacheDir(t))
+	cmd := bench("--tasks", filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix"),
+		"--agent", "honest=sh /agent/honest.sh", "--agent-dir", filepath.Join(repoRoot(), "examples", "agents"),
+		"--trials", "2", "--out", dir, "--cluster", f.url, "--trust", trusted+".pub", "--regrade", "0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench: %v\n%s", err, out)
+	}
+	fp := fingerprint(t, rogue)
+	if !strings.Contains(string(out), "rejected: worker rogue: bundle.json: signed by "+fp+", a key the suite does not trust") {
+		t.Fatalf("no rejection named the rogue key %s:\n%s", fp, out)
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if counts, _ := st.Counts(); counts["done"] != 0 || counts["failed"] != 2 {
+		t.Fatalf("counts: %v", counts)
+	}
+	ts, _ := st.Trials()
+	for _, tr := range ts {
+		if tr.Result == nil || !strings.HasPrefix(tr.Result.Error, "rejected: ") || tr.Result.Passed || tr.Result.BundleSHA256 != "" {
+			t.Errorf("trial %d: %+v", tr.ID, tr.Result)
+		}
+	}
+}
+
+// A task archive altered in the cluster's store is refused by the worker,
+// with an error naming it, and the trial is recorded as not run.
+func TestClusterCorruptTaskArchive(t *testing.T) {
+	f := newFleet(t)
+	key := f.key("w")
+	dir := filepath.Join(f.dir, "suite")
+	cmd := bench("--tasks", filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix"),
+		"--agent", "nop=true", "--trials", "1", "--out", dir, "--cluster", f.url, "--trust", key+".pub", "--regrade", "0")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	nc, err := nats.Connect(f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	// Wait for the trial, then swap the task's archive for other bytes
+	// under the same name.
+	var name string
+	for ctx.Err() == nil && name == "" {
+		time.Sleep(50 * time.Millisecond)
+		s, err := js.Stream(ctx, cluster.TrialStream)
+		if err != nil {
+			continue
+		}
+		if info, err := s.Info(ctx); err != nil || info.State.Msgs == 0 {
+			continue
+		}
+		obs, err := js.ObjectStore(ctx, cluster.TaskBucket)
+		if err != nil {
+			t.Fatal(err)
+		}
+		list, err := obs.List(ctx)
+		if err != nil || len(list) != 1 {
+			t.Fatalf("task objects: %v, %v", list, err)
+		}
+		name = list[0].Name
+		data, err := obs.GetBytes(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data[len(data)/2] ^= 1
+		if _, err := obs.PutBytes(ctx, name, data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A worker of its own cache: one that unpacked this task before holds
+	// it checked, by its digest, and needs no archive.
+	f.worker("w", key, t.TempDir())
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("bench: %v\n%s", err, out.String())
+		}
+	case <-ctx.Done():
+		cmd.Process.Kill()
+		t.Fatalf("bench did not finish\n%s", out.String())
+	}
+	want := fmt.Sprintf("task py-bugfix: refused: %s: archive does not match its digest", name)
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ts, _ := st.Trials()
+	if len(ts) != 1 || ts[0].State != store.StateFailed || !strings.Contains(ts[0].Result.Error, want) {
+		t.Fatalf("trial: %+v %+v; want failed with %q\n%s", ts[0], ts[0].Result, want, out.String())
+	}
+	f.mu.Lock()
+	log := f.logs["w"].String()
+	f.mu.Unlock()
+	if !strings.Contains(log, want) {
+		t.Errorf("the worker did not say why:\n%s", log)
+	}
+	if _, err := os.Stat(filepath.Join(dir, suite.TrialDir(&ts[0]), "bundle.json")); err == nil {
+		t.Error("a bundle was made from a corrupted task")
+	}
+}
+
+func fingerprint(t *testing.T, key string) string {
+	priv, err := bundle.ReadPrivateKey(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bundle.Fingerprint(priv.Public().(ed25519.PublicKey))
+}
+
+// A worker holding a trusted key that runs another task than the one it
+// was sent (a cheaper one, say) and returns that bundle: rejected, since
+// the bundle's task digest is not the planned one.
+func TestClusterWrongTaskRejected(t *testing.T) {
+	f := newFleet(t)
+	key := f.key("insider")
+	dir := filepath.Join(f.dir, "suite")
+	cmd := bench("--tasks", filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix"),
+		"--agent", "nop=true", "--trials", "1", "--out", dir, "--cluster", f.url, "--trust", key+".pub", "--regrade", "0")
+	var out bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	conn, err := cluster.Connect(ctx, f.url, cluster.WithBind())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	job, err := conn.Next(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The forger runs hello-state instead, with the agent it was sent.
+	res := filepath.Join(f.dir, "forged")
+	run := exec.Command(os.Args[0], "run", "--task", filepath.Join(repoRoot(), "examples", "tasks", "hello-state"),
+		"--agent", job.Msg.AgentCommand, "--out", res, "--key", key, "--cache-dir", cacheDir(t), "-q")
+	run.Env = append(os.Environ(), "CI=")
+	if b, err := run.CombinedOutput(); err != nil { // exit 1: not passed, as a nop agent is not
+		if _, serr := os.Stat(filepath.Join(res, "bundle.json")); serr != nil {
+			t.Fatalf("run: %v\n%s", err, b)
+		}
+	}
+	path, digest, err := suite.PackTreeFile(res, f.dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	name := suite.ResultName(job.Delivered(), "insider")
+	if err := conn.PutResult(ctx, job.Msg.ID, name, a); err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.PublishDone(ctx, cluster.Done{Suite: job.Msg.Suite, Trial: job.Msg.ID, Worker: "insider",
+		Delivery: job.Delivered(), Result: name, ResultDigest: digest}); err != nil {
+		t.Fatal(err)
+	}
+	if err := job.Ack(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("bench: %v\n%s", err, out.String())
+	}
+	if !strings.Contains(out.String(), "rejected: worker insider: the bundle's task digest sha256:") {
+		t.Fatalf("the forged result was not rejected for its task:\n%s", out.String())
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if c, _ := st.Counts(); c["done"] != 0 || c["failed"] != 1 {
+		t.Fatalf("counts: %v", c)
+	}
+}
