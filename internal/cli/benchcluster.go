@@ -142,7 +142,7 @@ func runClusterSuite(c *cobra.Command, dir string, st *store.Store, flags suite.
 	}
 	if !quiet {
 		fmt.Fprintf(stderr, "proctor: suite %s on cluster %s as %s: %d trial(s) to publish, %d on the workers, %d done\n",
-			dir, redactURL(bc.cf.url), flags.Suite, counts["pending"], counts["running"], counts["done"]+counts["failed"])
+			dir, cluster.RedactURL(bc.cf.url), flags.Suite, counts["pending"], counts["running"], counts["done"]+counts["failed"])
 	}
 	err = co.Run(ctx)
 	if errors.Is(err, ctx.Err()) && ctx.Err() != nil {
@@ -166,14 +166,3 @@ func runClusterSuite(c *cobra.Command, dir string, st *store.Store, flags suite.
 	return nil
 }
 
-// redactURL drops the credentials of a URL, for messages.
-func redactURL(u string) string {
-	scheme, rest, ok := strings.Cut(u, "://")
-	if !ok {
-		return u
-	}
-	if at := strings.LastIndexByte(rest, '@'); at >= 0 {
-		rest = "***@" + rest[at+1:]
-	}
-	return scheme + "://" + rest
-}

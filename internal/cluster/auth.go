@@ -147,6 +147,10 @@ func trimNATS(err error) error {
 // password or token replaced by "xxxxx", for error messages: a user name
 // stays, as in "nats://alice:xxxxx@host:4222"; a token, the user info
 // without a colon, goes entirely, as in "nats://xxxxx@host:4222".
+// RedactURL returns the cluster URL s (or comma-separated URLs) with any
+// password or token replaced, for messages.
+func RedactURL(s string) string { return redactURL(s) }
+
 func redactURL(s string) string {
 	parts := strings.Split(s, ",")
 	for i, p := range parts {

@@ -198,6 +198,9 @@ func TestClusterWorkerKilled(t *testing.T) {
 	if len(before) < 1 {
 		t.Fatalf("no result before the coordinator was killed\n%s", clog.String())
 	}
+	if b, err := bench("--resume", dir, "-q").CombinedOutput(); err == nil || !strings.Contains(string(b), "the suite runs on a cluster") {
+		t.Fatalf("resumed without --cluster: %v\n%s", err, b)
+	}
 	resume := bench("--resume", dir, "--cluster", f.url, "--ack-wait", "3s", "--regrade", "0")
 	out, err := resume.CombinedOutput()
 	if err != nil {

@@ -146,12 +146,12 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	p := newProgress(c.Store, su, c.Log, c.Terminal)
 	defer p.close()
-	for {
-		counts, err := c.Store.Counts()
-		if err != nil {
-			return err
-		}
-		if counts[store.StatePending]+counts[store.StateRunning] == 0 {
+	counts, err := c.Store.Counts()
+	if err != nil {
+		return err
+	}
+	for left := counts[store.StatePending] + counts[store.StateRunning]; ; {
+		if left == 0 {
 			return c.Conn.DeleteCompletions(context.WithoutCancel(ctx), c.Suite)
 		}
 		m, err := comp.Next(ctx)
@@ -165,9 +165,13 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if err := c.record(ctx, m, tasks, agents, agentTree, p); err != nil {
+		recorded, err := c.record(ctx, m, tasks, agents, agentTree, p)
+		if err != nil {
 			m.Nak(0)
 			return err
+		}
+		if recorded {
+			left--
 		}
 		if err := m.Ack(ctx); err != nil {
 			return err
@@ -233,52 +237,53 @@ func (c *Coordinator) upload(ctx context.Context, su *store.Suite) (map[string]c
 // record fetches, checks and records the result a Done announces. An
 // error is the coordinator's own (the store, the cluster): the Done is
 // given back. A result that fails its checks is recorded as rejected.
-func (c *Coordinator) record(ctx context.Context, m *cluster.DoneMsg, tasks map[string]store.Task, agents map[string]store.Agent, agentTree string, p *progress) error {
+// recorded says whether a trial was finished in the store.
+func (c *Coordinator) record(ctx context.Context, m *cluster.DoneMsg, tasks map[string]store.Task, agents map[string]store.Agent, agentTree string, p *progress) (recorded bool, err error) {
 	d := m.Done
 	id, ok := c.storeID(d.Trial)
 	if !ok {
 		c.logf("warning: a result for %s, not a trial of this suite, from worker %s: ignored", d.Trial, d.Worker)
-		return nil
+		return false, nil
 	}
 	t, err := c.Store.Trial(id)
 	if errors.Is(err, store.ErrNoTrial) {
 		c.logf("warning: a result for trial %s, which this suite does not have, from worker %s: ignored", d.Trial, d.Worker)
-		return nil
+		return false, nil
 	}
 	if err != nil {
-		return err
+		return false, err
 	}
 	if t.State != store.StateRunning {
 		c.Stats.Duplicates++
 		c.logf("trial %s ran again (delivery %d on worker %s) after it was recorded: the later result is ignored", d.Trial, d.Delivery, d.Worker)
-		return nil
+		return false, nil
 	}
 	rel := TrialDir(t)
 	out := filepath.Join(c.Dir, rel)
 	if d.Error != "" {
 		res := store.Result{Out: rel, Error: "worker " + d.Worker + ": " + d.Error}
 		if err := c.Store.Finish(t.ID, res); err != nil {
-			return err
+			return false, err
 		}
 		p.finished(t, &res)
-		return nil
+		return true, nil
 	}
-	reject := func(format string, a ...any) error {
+	reject := func(format string, a ...any) (bool, error) {
 		c.Stats.Rejected++
 		res := store.Result{Out: rel, Error: "rejected: worker " + d.Worker + ": " + fmt.Sprintf(format, a...)}
 		c.logf("%s × %s #%d: %s", t.Agent, t.Task, t.Index, res.Error)
 		if err := c.Store.Finish(t.ID, res); err != nil {
-			return err
+			return false, err
 		}
 		p.finished(t, &res)
-		return nil
+		return true, nil
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
-		return err
+		return false, err
 	}
 	f, err := os.CreateTemp(filepath.Dir(out), ".result-*.tar")
 	if err != nil {
-		return err
+		return false, err
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
@@ -287,13 +292,13 @@ func (c *Coordinator) record(ctx context.Context, m *cluster.DoneMsg, tasks map[
 		if errors.Is(err, cluster.ErrNotFound) {
 			return reject("its result %s is not in the cluster", d.Result)
 		}
-		return err
+		return false, err
 	}
 	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != d.ResultDigest {
 		return reject("its result %s has the digest %s, not the %s announced", d.Result, got, d.ResultDigest)
 	}
 	if err := os.RemoveAll(out); err != nil { // a half-recorded earlier delivery
-		return err
+		return false, err
 	}
 	if err := unpackResult(f.Name(), d.ResultDigest, out); err != nil {
 		return reject("%v", err)
@@ -303,11 +308,11 @@ func (c *Coordinator) record(ctx context.Context, m *cluster.DoneMsg, tasks map[
 	}
 	res := readResult(out, rel, 0)
 	if err := c.Store.Finish(t.ID, res); err != nil {
-		return err
+		return false, err
 	}
 	c.Stats.Recorded++
 	p.finished(t, &res)
-	return nil
+	return true, nil
 }
 
 // unpackResult unpacks a trial's output archive into out. Its tree digest
