@@ -165,4 +165,3 @@ func runClusterSuite(c *cobra.Command, dir string, st *store.Store, flags suite.
 	fmt.Fprintf(stdout, "suite %s: %d trial(s) done, %d could not run or were rejected; proctor report %s\n", dir, counts["done"], counts["failed"], dir)
 	return nil
 }
-
