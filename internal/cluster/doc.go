@@ -7,20 +7,26 @@
 // Names. Everything lives under a "PROCTOR_" prefix:
 //
 //	stream    PROCTOR_TRIALS    work queue (WorkQueuePolicy, file storage), subjects "proctor.trials.>";
-//	                            trials are published to "proctor.trials.run" with the
-//	                            trial's ID as the JetStream message ID, so a republish
-//	                            within the duplicate window (DuplicateWindow) is dropped
+//	                            trial ID is published to "proctor.trials.ID" with ID as the
+//	                            JetStream message ID, so a republish within the duplicate
+//	                            window (DuplicateWindow) is dropped, and [Conn.Queued] can
+//	                            tell whether a trial is still there
 //	consumer  PROCTOR_WORKERS   durable pull consumer on PROCTOR_TRIALS, explicit ack,
 //	                            redelivered after AckWait unless acked or kept alive
+//	stream    PROCTOR_DONE      work queue of finished trials, "proctor.done.SUITE.ID"
+//	                            ([Conn.PublishDone]); each suite's coordinator reads its own
+//	                            through the durable consumer DONE_SUITE ([Conn.Completions])
 //	bucket    PROCTOR_TASKS     object store of task archives, named by their digest
 //	bucket    PROCTOR_RESULTS   object store of results, named "trialID/name"
+//	kv        PROCTOR_WORKER_LIVENESS  workers' heartbeats by name, kept HeartbeatTTL
 //
 // The archive digest is "sha256:" followed by the lower-case hex SHA-256 of
 // the archive's bytes (not the task's Merkle digest of internal/task; binding
 // one to the other is the caller's job).
 //
 // A worker's loop is [Conn.Next], [KeepAlive] while the trial runs, store
-// its results with [Conn.PutResult], and only then [Job.Ack]: a worker that
+// its results with [Conn.PutResult], announce them with [Conn.PublishDone],
+// and only then [Job.Ack]: a worker that
 // dies before the ack leaves the trial to be redelivered after AckWait, so a
 // trial is run at least once and its results are never lost to an early
 // ack. Results must therefore be written so that a second run of the same

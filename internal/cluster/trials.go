@@ -125,6 +125,57 @@ func (c *Conn) publish(ctx context.Context, m TrialMsg) (duplicate bool, err err
 	return ack.Duplicate, nil
 }
 
+// Batch publishes trials without waiting for each one's ack: at most
+// batchWindow in flight, so a coordinator queues thousands in seconds
+// with bounded memory. Not safe for concurrent use.
+type Batch struct {
+	c    *Conn
+	futs []jetstream.PubAckFuture
+	ids  []string
+}
+
+const batchWindow = 256
+
+// NewBatch returns a Batch publishing through c.
+func (c *Conn) NewBatch() *Batch { return &Batch{c: c} }
+
+// Publish queues m as Conn.Publish does, waiting only when the window is
+// full. An error may be any earlier trial's of the batch.
+func (b *Batch) Publish(ctx context.Context, m TrialMsg) error {
+	if err := m.check(); err != nil {
+		return fmt.Errorf("publishing trial: %w", err)
+	}
+	data, err := json.Marshal(m)
+	if err != nil {
+		return fmt.Errorf("publishing trial %s: %w", m.ID, err)
+	}
+	f, err := b.c.js.PublishAsync(trialSubject(m.ID), data,
+		jetstream.WithMsgID(m.ID), jetstream.WithExpectStream(TrialStream))
+	if err != nil {
+		return fmt.Errorf("publishing trial %s: %w", m.ID, err)
+	}
+	b.futs, b.ids = append(b.futs, f), append(b.ids, m.ID)
+	if len(b.futs) >= batchWindow {
+		return b.Wait(ctx)
+	}
+	return nil
+}
+
+// Wait waits until the server has stored every trial published so far.
+func (b *Batch) Wait(ctx context.Context) error {
+	defer func() { b.futs, b.ids = b.futs[:0], b.ids[:0] }()
+	for i, f := range b.futs {
+		select {
+		case <-f.Ok():
+		case err := <-f.Err():
+			return fmt.Errorf("publishing trial %s: %w", b.ids[i], err)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
 // Job is one delivery of a trial to a worker. Msg is immutable; the
 // methods are safe for concurrent use.
 type Job struct {

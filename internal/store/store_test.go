@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -602,5 +603,77 @@ func BenchmarkTrials(b *testing.B) {
 		if _, err := s.Trials(); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// ClaimAll claims every pending trial at one start time, EachTrial streams
+// a state's trials in plan order, Trial reads one, Tallies counts by agent.
+func TestClaimAllEachTrialTallies(t *testing.T) {
+	s := mustOpen(t, t.TempDir())
+	if err := s.CreateSuite(testSuite(2, 3, 2)); err != nil {
+		t.Fatal(err)
+	}
+	first, err := s.Claim()
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, at, err := s.ClaimAll()
+	if err != nil || n != 11 {
+		t.Fatalf("ClaimAll = %d, %v; want the 11 left", n, err)
+	}
+	var ids []int64
+	fresh := 0
+	if err := s.EachTrial(StateRunning, func(tr *Trial) error {
+		ids = append(ids, tr.ID)
+		if tr.Started.Equal(at) {
+			fresh++
+		}
+		if tr.Attempt != 1 {
+			t.Errorf("trial %d: attempt %d", tr.ID, tr.Attempt)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(ids) != 12 || fresh != 11 || ids[0] != first.ID || !slices.IsSorted(ids) {
+		t.Fatalf("running: %v, %d claimed by ClaimAll", ids, fresh)
+	}
+	if n, _, err := s.ClaimAll(); err != nil || n != 0 {
+		t.Fatalf("ClaimAll again = %d, %v", n, err)
+	}
+	stop := errors.New("stop")
+	calls := 0
+	if err := s.EachTrial(StateRunning, func(*Trial) error { calls++; return stop }); err != stop || calls != 1 {
+		t.Fatalf("EachTrial stopped: %v after %d calls", err, calls)
+	}
+	if err := s.Finish(ids[0], resultFor(ids[0])); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Finish(ids[1], Result{Error: "no bundle"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Trial(ids[0])
+	if err != nil || got.State != StateDone || got.Result == nil || got.Result.BundleSHA256 != resultFor(ids[0]).BundleSHA256 {
+		t.Fatalf("Trial(%d) = %+v, %v", ids[0], got, err)
+	}
+	if _, err := s.Trial(9999); !errors.Is(err, ErrNoTrial) {
+		t.Fatalf("Trial(9999): %v, want ErrNoTrial", err)
+	}
+	tal, err := s.Tallies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	total := Tally{}
+	for _, x := range tal {
+		total.Finished += x.Finished
+		total.Ran += x.Ran
+		total.Passed += x.Passed
+	}
+	want := Tally{Finished: 2, Ran: 1}
+	if resultFor(ids[0]).Passed {
+		want.Passed = 1
+	}
+	if total != want {
+		t.Fatalf("tallies %+v, want %+v in all", tal, want)
 	}
 }

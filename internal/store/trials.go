@@ -294,6 +294,68 @@ func (s *Store) Requeue() (int, error) {
 	return int(n), nil
 }
 
+// ClaimAll marks every pending trial running, as Claim does one, in one
+// statement, and returns how many and the start time it gave them (to
+// the nanosecond, as Trial.Started reads back).
+func (s *Store) ClaimAll() (int, time.Time, error) {
+	now := time.Now()
+	res, err := s.db.Exec(`UPDATE trials SET state = 'running', attempt = attempt + 1, started = ?, ended = NULL
+		WHERE state = 'pending'`, now.UnixNano())
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("claiming trials: %w", err)
+	}
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, time.Time{}, fmt.Errorf("claiming trials: %w", err)
+	}
+	return int(n), time.Unix(0, now.UnixNano()).UTC(), nil
+}
+
+// EachTrial calls fn with every trial in state, in plan order, without
+// holding them all; fn's error stops it and is returned. fn must not use
+// the store: the read stays open while it runs.
+func (s *Store) EachTrial(state string, fn func(*Trial) error) error {
+	rows, err := s.db.Query("SELECT "+trialColumns+" FROM trials WHERE state = ? ORDER BY id", state)
+	if err != nil {
+		return fmt.Errorf("reading trials: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		t, err := scanTrial(rows)
+		if err != nil {
+			return fmt.Errorf("reading trials: %w", err)
+		}
+		if err := fn(&t); err != nil {
+			return err
+		}
+	}
+	return rows.Err()
+}
+
+// Tally is how many trials of an agent have finished, ran (have a
+// status) and passed.
+type Tally struct{ Finished, Ran, Passed int }
+
+// Tallies returns the finished trials' counts by agent.
+func (s *Store) Tallies() (map[string]Tally, error) {
+	rows, err := s.db.Query(`SELECT agent, count(*), sum(coalesce(status, '') != ''), sum(coalesce(passed, 0) != 0)
+		FROM trials WHERE state IN ('done', 'failed') GROUP BY agent`)
+	if err != nil {
+		return nil, fmt.Errorf("tallying trials: %w", err)
+	}
+	defer rows.Close()
+	out := map[string]Tally{}
+	for rows.Next() {
+		var a string
+		var t Tally
+		if err := rows.Scan(&a, &t.Finished, &t.Ran, &t.Passed); err != nil {
+			return nil, fmt.Errorf("tallying trials: %w", err)
+		}
+		out[a] = t
+	}
+	return out, rows.Err()
+}
+
 const trialColumns = `id, agent, task, idx, state, attempt, started, ended,
 		status, passed, reward, wall_ms, agent_ms, grader_ms, model_calls,
 		input_tokens, output_tokens, violations, out, bundle_sha256, error`

@@ -105,44 +105,47 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	// Trials an earlier coordinator published: in the queue, or finished
 	// and waiting for us, or lost (a queue made anew): publish those again.
-	ts, err := c.Store.Trials()
-	if err != nil {
-		return err
-	}
-	for i := range ts {
-		t := &ts[i]
-		if t.State != store.StateRunning {
-			continue
-		}
+	batch := c.Conn.NewBatch()
+	err = c.Store.EachTrial(store.StateRunning, func(t *store.Trial) error {
 		id := c.ClusterID(t.ID)
 		queued, err := c.Conn.Queued(ctx, id)
 		if err != nil {
 			return err
 		}
 		finished, err := c.Conn.Finished(ctx, c.Suite, id)
-		if err != nil {
-			return err
-		}
-		if queued || finished {
-			continue
-		}
-		if err := c.Conn.Publish(ctx, msg(t)); err != nil {
+		if err != nil || queued || finished {
 			return err
 		}
 		c.Stats.Republished++
+		return batch.Publish(ctx, msg(t))
+	})
+	if err != nil {
+		return err
 	}
-	for ctx.Err() == nil {
-		t, err := c.Store.Claim()
+	if err := batch.Wait(ctx); err != nil {
+		return err
+	}
+	// The rest, claimed at once and published: a trial claimed and not
+	// published (the coordinator stopped) is not queued, and the next Run
+	// publishes it above.
+	n, at, err := c.Store.ClaimAll()
+	if err != nil {
+		return err
+	}
+	if n > 0 {
+		err = c.Store.EachTrial(store.StateRunning, func(t *store.Trial) error {
+			if !t.Started.Equal(at) {
+				return nil // an earlier coordinator's, seen to above
+			}
+			c.Stats.Published++
+			return batch.Publish(ctx, msg(t))
+		})
+		if err == nil {
+			err = batch.Wait(ctx)
+		}
 		if err != nil {
 			return err
 		}
-		if t == nil {
-			break
-		}
-		if err := c.Conn.Publish(ctx, msg(t)); err != nil {
-			return err // the trial stays running, not queued: the next Run publishes it
-		}
-		c.Stats.Published++
 	}
 	p := newProgress(c.Store, su, c.Log, c.Terminal)
 	defer p.close()

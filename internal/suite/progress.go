@@ -31,13 +31,15 @@ func newProgress(s *store.Store, su *store.Suite, w io.Writer, terminal bool) *p
 	for _, a := range su.Agents {
 		p.agents = append(p.agents, a.Name)
 	}
-	if ts, err := s.Trials(); err == nil {
-		p.total = len(ts)
-		for _, t := range ts {
-			if t.State == "done" || t.State == "failed" {
-				p.before++
-				p.count(&t)
-			}
+	counts, err := s.Counts()
+	tallies, terr := s.Tallies()
+	if err == nil && terr == nil {
+		for _, n := range counts {
+			p.total += n
+		}
+		for a, t := range tallies {
+			p.before += t.Finished
+			p.ran[a], p.passed[a] = t.Ran, t.Passed
 		}
 	}
 	return p

@@ -236,7 +236,11 @@ func (w *Worker) runJob(ctx context.Context, job *cluster.Job, cpuset string) {
 	w.mu.Lock()
 	w.done++
 	w.mu.Unlock()
-	w.cleanStale()
+	if job.Delivered() > 1 {
+		// A worker before died with this trial: if it ran here, its
+		// sandbox's scratch mount and cgroups are stale now.
+		w.cleanStale()
+	}
 }
 
 // errRetry marks an error another attempt may not meet (the cluster
