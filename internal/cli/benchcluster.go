@@ -4,6 +4,7 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,8 +16,10 @@ import (
 
 	"github.com/proctor-sandbox/proctor/internal/bundle"
 	"github.com/proctor-sandbox/proctor/internal/cluster"
+	"github.com/proctor-sandbox/proctor/internal/gateway"
 	"github.com/proctor-sandbox/proctor/internal/store"
 	"github.com/proctor-sandbox/proctor/internal/suite"
+	"github.com/proctor-sandbox/proctor/internal/task"
 	"github.com/proctor-sandbox/proctor/internal/trial"
 )
 
@@ -90,8 +93,19 @@ func trustedSigner(path string, data []byte, keys []ed25519.PublicKey) (ed25519.
 
 // acceptWorkerBundle is how a cluster suite checks a worker's output: the
 // bundle verifies, with every artifact, against a trusted worker key, and
-// binds the task, agent command and agent dir the trial was planned with.
-func acceptWorkerBundle(keys []ed25519.PublicKey) func(string, *store.Trial, store.Task, store.Agent, string) error {
+// binds the task, agent command and agent dir the trial was planned with,
+// under the network and audit the suite gave it: whoever can write to the
+// queue could otherwise send a trusted worker the suite's trial with the
+// internet opened or the audit off.
+func acceptWorkerBundle(keys []ed25519.PublicKey, flags suite.RunFlags) func(string, *store.Trial, store.Task, store.Agent, string) error {
+	gateways := map[string]string{}
+	if len(flags.Gateways) > 0 {
+		if specs, err := gateway.ParseSpecs(strings.Join(flags.Gateways, ",")); err == nil {
+			for _, g := range specs {
+				gateways[g.Name] = g.Upstream.String()
+			}
+		}
+	}
 	return func(dir string, t *store.Trial, tk store.Task, a store.Agent, agentTree string) error {
 		path := filepath.Join(dir, trial.BundleFile)
 		data, err := readSmallRegular(path)
@@ -114,8 +128,48 @@ func acceptWorkerBundle(keys []ed25519.PublicKey) func(string, *store.Trial, sto
 		case p.Provenance.Agent.DirDigest != agentTree:
 			return fmt.Errorf("the bundle's agent dir digest %q is not the suite's %q", p.Provenance.Agent.DirDigest, agentTree)
 		}
-		return nil
+		var v trial.Verdict
+		if err := json.Unmarshal(p.Verdict, &v); err != nil {
+			return fmt.Errorf("the bundle's verdict: %w", err)
+		}
+		return sameConditions(&v, tk, flags, gateways)
 	}
+}
+
+// sameConditions checks that a verdict's agent ran with no more network
+// than its task and the suite allow, through the suite's gateways only,
+// and watched unless the suite said --no-audit.
+func sameConditions(v *trial.Verdict, tk store.Task, flags suite.RunFlags, gateways map[string]string) error {
+	allowed := map[string]bool{}
+	for _, h := range flags.AllowHosts {
+		allowed[h] = true
+	}
+	if len(v.Network.AllowedHosts) > len(flags.AllowHosts) {
+		t, err := task.Load(tk.Dir)
+		if err != nil {
+			return err
+		}
+		_, hosts := t.AgentNetwork()
+		for _, h := range hosts {
+			allowed[h] = true
+		}
+	}
+	for _, h := range v.Network.AllowedHosts {
+		if !allowed[h] {
+			return fmt.Errorf("the agent was allowed %s, which neither the task nor the suite allows", h)
+		}
+	}
+	if v.Models != nil {
+		for _, g := range v.Models.Gateways {
+			if up, ok := gateways[g.Name]; !ok || up != g.Upstream {
+				return fmt.Errorf("the agent had the model gateway %s=%s, which the suite does not give", g.Name, g.Upstream)
+			}
+		}
+	}
+	if !flags.NoAudit && (v.Audit.Hidden == "off" || v.Audit.Network == "off") {
+		return fmt.Errorf("the audit was off (hidden: %s, network: %s); the suite did not say --no-audit", v.Audit.Hidden, v.Audit.Network)
+	}
+	return nil
 }
 
 // runClusterSuite runs a suite's trials on a cluster's workers and
@@ -132,7 +186,7 @@ func runClusterSuite(c *cobra.Command, dir string, st *store.Store, flags suite.
 	}
 	defer conn.Close()
 	co := &suite.Coordinator{Dir: dir, Store: st, Conn: conn, Suite: flags.Suite, Flags: flags,
-		Accept: acceptWorkerBundle(keys), Log: stderr, Terminal: isTerminal(stderr), Stats: &suite.CoordStats{}}
+		Accept: acceptWorkerBundle(keys, flags), Log: stderr, Terminal: isTerminal(stderr), Stats: &suite.CoordStats{}}
 	if quiet {
 		co.Log = nil
 	}

@@ -400,13 +400,36 @@ func fingerprint(t *testing.T, key string) string {
 	return bundle.Fingerprint(priv.Public().(ed25519.PublicKey))
 }
 
-// A worker holding a trusted key that runs another task than the one it
-// was sent (a cheaper one, say) and returns that bundle: rejected, since
-// the bundle's task digest is not the planned one.
-func TestClusterWrongTaskRejected(t *testing.T) {
+// A worker holding a trusted key that runs the trial otherwise than it was
+// planned: another task (a cheaper one, say), the internet opened, the
+// audit off. Each bundle verifies against a trusted key, and each is
+// rejected for what it binds.
+func TestClusterForgedConditionsRejected(t *testing.T) {
 	f := newFleet(t)
 	key := f.key("insider")
-	dir := filepath.Join(f.dir, "suite")
+	py := filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix")
+	for _, c := range []struct {
+		name, want string
+		args       []string // proctor run arguments but --agent, --out, --key
+	}{
+		{"another task", "the bundle's task digest sha256:", []string{"--task", filepath.Join(repoRoot(), "examples", "tasks", "hello-state")}},
+		{"a host allowed", "the agent was allowed example.com, which neither the task nor the suite allows", []string{"--task", py, "--allow-host", "example.com"}},
+		{"no audit", "the audit was off", []string{"--task", py, "--no-audit"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			out := forge(t, f, key, c.args)
+			if !strings.Contains(out, "rejected: worker insider: "+c.want) {
+				t.Fatalf("the forged result was not rejected with %q:\n%s", c.want, out)
+			}
+		})
+	}
+}
+
+// forge runs a one-trial suite whose only worker is the test: it takes the
+// trial, runs proctor run with args, returns the result as a worker does,
+// and returns the coordinator's output once it has checked the store.
+func forge(t *testing.T, f *fleet, key string, args []string) string {
+	dir := filepath.Join(t.TempDir(), "suite")
 	cmd := bench("--tasks", filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix"),
 		"--agent", "nop=true", "--trials", "1", "--out", dir, "--cluster", f.url, "--trust", key+".pub", "--regrade", "0")
 	var out bytes.Buffer
@@ -425,17 +448,16 @@ func TestClusterWrongTaskRejected(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// The forger runs hello-state instead, with the agent it was sent.
-	res := filepath.Join(f.dir, "forged")
-	run := exec.Command(os.Args[0], "run", "--task", filepath.Join(repoRoot(), "examples", "tasks", "hello-state"),
-		"--agent", job.Msg.AgentCommand, "--out", res, "--key", key, "--cache-dir", cacheDir(t), "-q")
+	res := filepath.Join(t.TempDir(), "forged")
+	run := exec.Command(os.Args[0], append([]string{"run", "--agent", job.Msg.AgentCommand, "--out", res, "--key", key,
+		"--cache-dir", cacheDir(t), "-q"}, args...)...)
 	run.Env = append(os.Environ(), "CI=")
 	if b, err := run.CombinedOutput(); err != nil { // exit 1: not passed, as a nop agent is not
 		if _, serr := os.Stat(filepath.Join(res, "bundle.json")); serr != nil {
 			t.Fatalf("run: %v\n%s", err, b)
 		}
 	}
-	path, digest, err := suite.PackTreeFile(res, f.dir)
+	path, digest, err := suite.PackTreeFile(res, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -458,15 +480,13 @@ func TestClusterWrongTaskRejected(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("bench: %v\n%s", err, out.String())
 	}
-	if !strings.Contains(out.String(), "rejected: worker insider: the bundle's task digest sha256:") {
-		t.Fatalf("the forged result was not rejected for its task:\n%s", out.String())
-	}
 	st, err := store.Open(dir)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer st.Close()
 	if c, _ := st.Counts(); c["done"] != 0 || c["failed"] != 1 {
-		t.Fatalf("counts: %v", c)
+		t.Fatalf("counts: %v\n%s", c, out.String())
 	}
+	return out.String()
 }
