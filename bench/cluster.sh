@@ -12,8 +12,10 @@
 #      1, 2 and 4 worker processes of --jobs 1 each. Waiting trials keep
 #      this machine's CPUs out of the way, so the workers' count is what
 #      scales.
-#   3. The coordinator's memory: its peak resident set (VmHWM) once 100,
-#      1,000 and 10,000 trials are queued with no worker to take them.
+#   3. The coordinator's memory: its peak resident set (VmHWM) and its
+#      anonymous memory (RssAnon: the heap, SQLite's page cache, buffers;
+#      the rest is the binary's own pages) once 100, 1,000, 10,000 and
+#      100,000 trials are queued with no worker to take them.
 #
 #   bench/cluster.sh [N] [RUNS] [M] [S]      (root; needs hyperfine)
 set -euo pipefail
@@ -112,17 +114,18 @@ PY
 
 echo "== 3. coordinator memory with trials queued and no worker"
 kill -INT "$server"; wait "$server" || true
-for q in 100 1000 10000; do
+for q in 100 1000 10000 100000; do
 	serve "$work/nats-$q"
 	start=$(date +%s.%N)
-	$p bench -q $cache --tasks "$task" --agent a=true --trials "$q" --regrade 0 --cluster "$url" --trust "$work/key.pub" --out "$work/mem-$q" &
+	$p bench -q $cache --tasks "$task" --agent a=true --trials "$q" --regrade 0 --cluster "$url" --trust "$work/key.pub" --out "$work/mem-$q" 2>/dev/null &
 	coord=$!
 	until "$p" cluster status --cluster "$url" | grep -q "^queue: $q trial(s) not yet acked: $q waiting"; do sleep 0.2; done
 	end=$(date +%s.%N)
+	sleep 1 # settled
 	hwm=$(awk '/^VmHWM/ {print $2}' "/proc/$coord/status")
-	rss=$(awk '/^VmRSS/ {print $2}' "/proc/$coord/status")
+	rss=$(awk '/^RssAnon/ {print $2}' "/proc/$coord/status")
 	awk -v q="$q" -v h="$hwm" -v r="$rss" -v s="$start" -v e="$end" 'BEGIN {
-		printf "  %6d queued: peak RSS %6.1f MB, RSS %6.1f MB; planned and published in %.1f s\n", q, h/1024, r/1024, e-s }'
-	kill -INT "$coord"; wait "$coord" || true
+		printf "  %6d queued: peak RSS %6.1f MB, anonymous %6.1f MB; planned and published in %.1f s\n", q, h/1024, r/1024, e-s }'
+	kill -INT "$coord"; wait "$coord" 2>/dev/null || true
 	kill -INT "$server"; wait "$server" || true
 done
