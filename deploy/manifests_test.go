@@ -708,6 +708,11 @@ func (c *checker) worker() {
 		} else {
 			c.checkKey(at, spec, ctr, key)
 		}
+		if trust, ok := flagValue(args, "trust"); !ok {
+			c.errorf("%s: no --trust: the worker would run no coordinator's trials", at)
+		} else if m, ok := mountAt(ctr, path.Dir(trust)); !ok || !m.ReadOnly {
+			c.errorf("%s: --trust %s is not on a read-only volume mount", at, trust)
+		}
 		for _, f := range []string{"scratch-dir", "cache-dir"} {
 			dir, ok := flagValue(args, f)
 			if !ok {

@@ -69,8 +69,8 @@ line.`,
 				if jobs != 0 {
 					return usageErr("--jobs: with --cluster each worker sets its own (proctor worker --jobs)")
 				}
-				if tf.keyFile != "" {
-					return usageErr("--key: with --cluster the workers sign; name their public keys with --trust")
+				if bc.ackWait < time.Second {
+					return usageErr("--ack-wait: want 1s or more, got %v", bc.ackWait)
 				}
 				if resume == "" && len(bc.trust) == 0 {
 					return usageErr("--trust: not set: with --cluster, name the public key of every worker whose bundles count")
@@ -176,6 +176,14 @@ func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
 		if flags.Trust, err = readTrusted(a.bc.trust); err != nil {
 			return err
 		}
+		if flags.Key, err = coordinatorKey(a.tf.keyFile, o.CacheDir, stderr); err != nil {
+			return err
+		}
+		if flags.AgentDir != "" {
+			if flags.AgentDirDigest, err = task.Digest(flags.AgentDir); err != nil {
+				return fmt.Errorf("--agent-dir: %w", err)
+			}
+		}
 		if flags.Suite, err = newSuiteID(); err != nil {
 			return err
 		}
@@ -187,16 +195,24 @@ func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
 	if err := os.MkdirAll(a.out, 0o755); err != nil {
 		return fmt.Errorf("--out: %w", err)
 	}
-	if a.bc.cf.set() {
+	plan := func() (*store.Store, error) {
 		st, err := store.Open(a.out)
+		if err != nil {
+			return nil, err
+		}
+		opts, _ := json.Marshal(flags)
+		if err := st.CreateSuite(store.Suite{Trials: a.trials, Agents: agents, Tasks: tasks, Options: opts, Created: time.Now().UTC()}); err != nil {
+			st.Close()
+			return nil, err
+		}
+		return st, nil
+	}
+	if a.bc.cf.set() {
+		st, err := plan()
 		if err != nil {
 			return err
 		}
 		defer st.Close()
-		opts, _ := json.Marshal(flags)
-		if err := st.CreateSuite(store.Suite{Trials: a.trials, Agents: agents, Tasks: tasks, Options: opts, Created: time.Now().UTC()}); err != nil {
-			return err
-		}
 		return runClusterSuite(c, a.out, st, flags, a.bc, a.regrades, a.tf.quiet, stdout, stderr)
 	}
 	key := a.tf.keyFile
@@ -223,15 +239,11 @@ func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
 	if flags.AgentDir != "" && (flags.Key == flags.AgentDir || strings.HasPrefix(flags.Key, flags.AgentDir+"/")) {
 		return fmt.Errorf("--key %s: lies under --agent-dir %s, which every agent sees", key, flags.AgentDir)
 	}
-	st, err := store.Open(a.out)
+	st, err := plan()
 	if err != nil {
 		return err
 	}
 	defer st.Close()
-	opts, _ := json.Marshal(flags)
-	if err := st.CreateSuite(store.Suite{Trials: a.trials, Agents: agents, Tasks: tasks, Options: opts, Created: time.Now().UTC()}); err != nil {
-		return err
-	}
 	return runSuite(c, a.out, st, flags, a.jobs, a.regrades, a.tf.quiet, stdout, stderr)
 }
 

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"time"
@@ -97,7 +98,7 @@ func trustedSigner(path string, data []byte, keys []ed25519.PublicKey) (ed25519.
 // under the network and audit the suite gave it: whoever can write to the
 // queue could otherwise send a trusted worker the suite's trial with the
 // internet opened or the audit off.
-func acceptWorkerBundle(keys []ed25519.PublicKey, flags suite.RunFlags) func(string, *store.Trial, store.Task, store.Agent, string) error {
+func acceptWorkerBundle(keys []ed25519.PublicKey, flags suite.RunFlags) func(string, suite.Planned) error {
 	gateways := map[string]string{}
 	if len(flags.Gateways) > 0 {
 		if specs, err := gateway.ParseSpecs(strings.Join(flags.Gateways, ",")); err == nil {
@@ -106,7 +107,8 @@ func acceptWorkerBundle(keys []ed25519.PublicKey, flags suite.RunFlags) func(str
 			}
 		}
 	}
-	return func(dir string, t *store.Trial, tk store.Task, a store.Agent, agentTree string) error {
+	return func(dir string, pl suite.Planned) error {
+		tk, a, agentTree := pl.Task, pl.Agent, pl.AgentDir
 		path := filepath.Join(dir, trial.BundleFile)
 		data, err := readSmallRegular(path)
 		if err != nil {
@@ -132,8 +134,37 @@ func acceptWorkerBundle(keys []ed25519.PublicKey, flags suite.RunFlags) func(str
 		if err := json.Unmarshal(p.Verdict, &v); err != nil {
 			return fmt.Errorf("the bundle's verdict: %w", err)
 		}
+		if v.Nonce != pl.Nonce {
+			return fmt.Errorf("the bundle is of trial %q, not %q", v.Nonce, pl.Nonce)
+		}
+		if err := onlyManifest(dir, p); err != nil {
+			return err
+		}
 		return sameConditions(&v, tk, flags, gateways)
 	}
+}
+
+// onlyManifest checks that dir holds the bundle, its verdict and the
+// artifacts its manifest names, as regular files, and nothing else: what
+// a suite keeps of a worker is what the bundle binds.
+func onlyManifest(dir string, p *bundle.Payload) error {
+	want := map[string]bool{trial.BundleFile: true, trial.VerdictFile: true}
+	for _, a := range p.Manifest {
+		want[a.Name] = true
+	}
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == dir {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		if d.IsDir() {
+			return nil // checked by what it holds
+		}
+		if !d.Type().IsRegular() || !want[filepath.ToSlash(rel)] {
+			return fmt.Errorf("%s: not the bundle, its verdict or an artifact it names", rel)
+		}
+		return nil
+	})
 }
 
 // sameConditions checks that a verdict's agent ran with no more network
@@ -166,10 +197,22 @@ func sameConditions(v *trial.Verdict, tk store.Task, flags suite.RunFlags, gatew
 			}
 		}
 	}
-	if !flags.NoAudit && (v.Audit.Hidden == "off" || v.Audit.Network == "off") {
+	if !flags.NoAudit && (v.Audit.Hidden != "trap" || v.Audit.Network != "seccomp-notify") {
 		return fmt.Errorf("the audit was off (hidden: %s, network: %s); the suite did not say --no-audit", v.Audit.Hidden, v.Audit.Network)
 	}
 	return nil
+}
+
+// CoordinatorKeyFile is the key a coordinator started without --key signs
+// its trial messages with, in the cache dir: made the first time, kept
+// after, so that workers trust one key for all its suites.
+const CoordinatorKeyFile = "coordinator.key"
+
+// coordinatorKey returns the absolute path of the key that signs a cluster
+// suite's trials: --key, $PROCTOR_KEY_FILE, or the cache dir's own.
+func coordinatorKey(flag, cacheDir string, stderr io.Writer) (string, error) {
+	path, _, err := ownKey(flag, cacheDir, CoordinatorKeyFile, "the coordinator signs its trials with a key of its own, %s; workers must --trust %s.pub", stderr)
+	return path, err
 }
 
 // runClusterSuite runs a suite's trials on a cluster's workers and
@@ -179,13 +222,17 @@ func runClusterSuite(c *cobra.Command, dir string, st *store.Store, flags suite.
 	if err != nil {
 		return err
 	}
+	priv, err := bundle.ReadPrivateKey(flags.Key)
+	if err != nil {
+		return fmt.Errorf("the coordinator's key: %w", err)
+	}
 	ctx := c.Context()
 	conn, err := bc.cf.connect(ctx, cluster.WithAckWait(bc.ackWait))
 	if err != nil {
 		return err
 	}
 	defer conn.Close()
-	co := &suite.Coordinator{Dir: dir, Store: st, Conn: conn, Suite: flags.Suite, Flags: flags,
+	co := &suite.Coordinator{Dir: dir, Store: st, Conn: conn, Suite: flags.Suite, Flags: flags, Key: priv, Trust: keys,
 		Accept: acceptWorkerBundle(keys, flags), Log: stderr, Terminal: isTerminal(stderr), Stats: &suite.CoordStats{}}
 	if quiet {
 		co.Log = nil
@@ -195,8 +242,9 @@ func runClusterSuite(c *cobra.Command, dir string, st *store.Store, flags suite.
 		return err
 	}
 	if !quiet {
-		fmt.Fprintf(stderr, "proctor: suite %s on cluster %s as %s: %d trial(s) to publish, %d on the workers, %d done\n",
-			dir, cluster.RedactURL(bc.cf.url), flags.Suite, counts["pending"], counts["running"], counts["done"]+counts["failed"])
+		fmt.Fprintf(stderr, "proctor: suite %s on cluster %s as %s, its trials signed by %s: %d trial(s) to publish, %d on the workers, %d done\n",
+			dir, cluster.RedactURL(bc.cf.url), flags.Suite, bundle.Fingerprint(priv.Public().(ed25519.PublicKey)),
+			counts["pending"], counts["running"], counts["done"]+counts["failed"])
 	}
 	err = co.Run(ctx)
 	if errors.Is(err, ctx.Err()) && ctx.Err() != nil {

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/proctor-sandbox/proctor/internal/cluster"
 )
 
 func newClusterStatusCmd(stdout io.Writer) *cobra.Command {
@@ -21,7 +23,7 @@ func newClusterStatusCmd(stdout io.Writer) *cobra.Command {
 			}
 			ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
 			defer cancel()
-			conn, err := cf.connect(ctx)
+			conn, err := cf.connect(ctx, cluster.WithBind())
 			if err != nil {
 				return err
 			}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
+	"unicode"
 
 	"github.com/spf13/cobra"
 
@@ -139,10 +140,10 @@ func loadTask(dir string) (*task.Task, error) {
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		taskDir, agent, agentDir, out, cpuset string
-		record                                bool
-		tf                                    trialFlags
-		nf                                    netFlags
+		taskDir, agent, agentDir, out, cpuset, nonce string
+		record                                       bool
+		tf                                           trialFlags
+		nf                                           netFlags
 	)
 	c := &cobra.Command{
 		Use:   "run --task DIR --agent COMMAND --out DIR",
@@ -180,6 +181,10 @@ for a wrong command line.`,
 				return err
 			}
 			o.Task, o.Agent, o.AgentDir, o.Out, o.CPUSet, o.Net.Record = t, agent, agentDir, out, cpuset, record
+			if len(nonce) > 256 || strings.ContainsFunc(nonce, unicode.IsControl) {
+				return usageErr("--nonce: at most 256 bytes, no control characters")
+			}
+			o.Nonce = nonce
 			v, err := trial.Run(c.Context(), o)
 			return reportTrial(stdout, v, err, out)
 		},
@@ -189,6 +194,7 @@ for a wrong command line.`,
 	c.Flags().StringVar(&agentDir, "agent-dir", "", "a directory mounted read-only at /agent")
 	c.Flags().StringVar(&out, "out", "", "the output directory (created; must be empty)")
 	recordFlag(c, &record)
+	c.Flags().StringVar(&nonce, "nonce", "", "a value of the caller's, recorded in the signed verdict, binding the bundle to the caller's trial (proctor worker passes the cluster's trial id)")
 	c.Flags().StringVar(&cpuset, "cpuset", "", "run the trial's sandboxes on these CPUs only, e.g. 1 or 0-1 (proctor bench gives each concurrent trial its own)")
 	tf.register(c)
 	nf.register(c)

@@ -26,16 +26,19 @@ const WorkerKeyFile = "worker.key"
 
 func newWorkerCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		cf   clusterFlags
-		tf   trialFlags
-		jobs int
-		name string
+		cf    clusterFlags
+		tf    trialFlags
+		jobs  int
+		name  string
+		trust []string
 	)
 	c := &cobra.Command{
-		Use:   "worker --cluster URL [--jobs N] [--key KEYFILE] [--name NAME]",
+		Use:   "worker --cluster URL --trust COORDINATOR.pub [--jobs N] [--key KEYFILE] [--name NAME]",
 		Short: "Run trials from a cluster's queue until interrupted",
 		Long: `Take trials from the cluster's queue (proctor bench --cluster publishes
-them), --jobs at a time, until interrupted. Each trial is an ordinary
+them), --jobs at a time, until interrupted. Only trials signed by a
+--trust'ed coordinator key are run: whoever can write to the queue cannot
+make the worker run anything, reach any host or spend its model keys. Each trial is an ordinary
 proctor run on the task and agent dir its message names, fetched from the
 cluster by digest, checked against the task digest the suite was planned
 with, and cached. The bundle is signed with --key (default
@@ -66,7 +69,19 @@ trials go to another worker once the ack wait runs out.`,
 			if err != nil {
 				return err
 			}
-			key, pub, err := workerKey(tf.keyFile, o.CacheDir, stderr)
+			key, priv, err := workerKey(tf.keyFile, o.CacheDir, stderr)
+			if err != nil {
+				return err
+			}
+			pub := priv.Public().(ed25519.PublicKey)
+			if len(trust) == 0 {
+				return usageErr("--trust: not set: name the public key of each coordinator whose trials this worker runs (proctor bench --cluster prints where it is)")
+			}
+			lines, err := readTrusted(trust)
+			if err != nil {
+				return err
+			}
+			coords, err := parseTrusted(lines)
 			if err != nil {
 				return err
 			}
@@ -76,7 +91,7 @@ trials go to another worker once the ack wait runs out.`,
 				return err
 			}
 			defer conn.Close()
-			w := &suite.Worker{Conn: conn, Name: name, Jobs: jobs, Key: key, KeyID: bundle.Fingerprint(pub),
+			w := &suite.Worker{Conn: conn, Name: name, Jobs: jobs, Key: key, Priv: priv, Trust: coords, KeyID: bundle.Fingerprint(pub),
 				Version: bundle.ThisBuild().Version, CacheDir: o.CacheDir, ScratchDir: tf.scratchDir, Log: stderr}
 			if tf.quiet {
 				w.Log = nil
@@ -95,6 +110,7 @@ trials go to another worker once the ack wait runs out.`,
 	tf.register(c)
 	c.Flags().IntVar(&jobs, "jobs", 0, "trials at once (default: one per CPU)")
 	c.Flags().StringVar(&name, "name", "", "the worker's name in the cluster (default HOST-PID)")
+	c.Flags().StringArrayVar(&trust, "trust", nil, "a coordinator's public key file: only trials it signed are run (repeatable; required)")
 	return c
 }
 
@@ -114,13 +130,20 @@ func workerName(host string) string {
 
 // workerKey returns the worker's signing key file and its public key:
 // --key, $PROCTOR_KEY_FILE, or the cache dir's own, made if missing.
-func workerKey(flag, cacheDir string, stderr io.Writer) (string, ed25519.PublicKey, error) {
+func workerKey(flag, cacheDir string, stderr io.Writer) (string, ed25519.PrivateKey, error) {
+	return ownKey(flag, cacheDir, WorkerKeyFile, "the worker signs with a key of its own, %s; coordinators must --trust %s.pub", stderr)
+}
+
+// ownKey returns the absolute path and the key of --key, else of
+// $PROCTOR_KEY_FILE, else of cacheDir/name, made the first time (made says
+// so on stderr, with the path twice).
+func ownKey(flag, cacheDir, name, made string, stderr io.Writer) (string, ed25519.PrivateKey, error) {
 	path := flag
 	if path == "" {
 		path = os.Getenv("PROCTOR_KEY_FILE")
 	}
 	if path == "" {
-		path = filepath.Join(cacheDir, WorkerKeyFile)
+		path = filepath.Join(cacheDir, name)
 		if _, err := os.Lstat(path); errors.Is(err, fs.ErrNotExist) {
 			if err := os.MkdirAll(cacheDir, 0o700); err != nil {
 				return "", nil, err
@@ -132,7 +155,7 @@ func workerKey(flag, cacheDir string, stderr io.Writer) (string, ed25519.PublicK
 			if err := bundle.WriteKeyFiles(path, priv); err != nil {
 				return "", nil, err
 			}
-			fmt.Fprintf(stderr, "proctor: no --key: the worker signs with a key of its own, %s; coordinators must trust %s.pub\n", path, path)
+			fmt.Fprintf(stderr, "proctor: no --key: "+made+"\n", path, path)
 		}
 	}
 	if err := keyOutsideSandboxes(path); err != nil {
@@ -146,5 +169,5 @@ func workerKey(flag, cacheDir string, stderr io.Writer) (string, ed25519.PublicK
 	if err != nil {
 		return "", nil, err
 	}
-	return abs, priv.Public().(ed25519.PublicKey), nil
+	return abs, priv, nil
 }

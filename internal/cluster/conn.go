@@ -111,7 +111,8 @@ func Connect(ctx context.Context, url string, opts ...Option) (*Conn, error) {
 	if cfg.ackWait <= 0 || cfg.maxAckPending <= 0 || cfg.duplicateWindow <= 0 || cfg.pollWait <= 0 {
 		return nil, errors.New("connecting to cluster: ack wait, max ack pending, duplicate window and poll wait must be positive")
 	}
-	natsOpts := append([]nats.Option{nats.Name("proctor")}, cfg.natsOpts...)
+	// Reconnect for ever: a worker outlives a restart of the server.
+	natsOpts := append([]nats.Option{nats.Name("proctor"), nats.MaxReconnects(-1)}, cfg.natsOpts...)
 	nc, err := nats.Connect(url, natsOpts...)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", redactURL(url), redactErr(err, url))

@@ -16,12 +16,19 @@ import (
 // a trial that ran and failed has a result like any other.
 type Done struct {
 	Suite        string `json:"suite"`
-	Trial        string `json:"trial"`    // the trial's ID
-	Worker       string `json:"worker"`   // the worker's name
-	Delivery     uint64 `json:"delivery"` // the delivery of the trial this ran, from 1
+	Trial        string `json:"trial"`             // the trial's ID
+	Worker       string `json:"worker"`            // the worker's name
+	Attempt      int    `json:"attempt,omitempty"` // the coordinator's publication of the trial this ran (TrialMsg.Attempt)
+	Delivery     uint64 `json:"delivery"`          // the delivery of that message, from 1
 	Result       string `json:"result,omitempty"`
 	ResultDigest string `json:"result_digest,omitempty"`
 	Error        string `json:"error,omitempty"`
+	// Nonce is what the worker passed to proctor run --nonce, which the
+	// bundle's verdict must hold.
+	Nonce string `json:"nonce,omitempty"`
+	// Key and Sig: the worker's signature (see Sign).
+	Key string `json:"signer_key,omitempty"`
+	Sig string `json:"sig,omitempty"`
 }
 
 func (d Done) check() error {
@@ -47,8 +54,8 @@ func (d Done) check() error {
 func doneSubject(suite, trial string) string { return DoneSubjectPrefix + suite + "." + trial }
 
 // PublishDone tells the trial's coordinator it is finished. A second Done
-// for the same delivery and result is dropped as a duplicate, so it is
-// safe to retry; a Done of another delivery (the trial ran twice) is not,
+// for the same attempt, delivery and worker is dropped as a duplicate, so
+// it is safe to retry; a Done of another (the trial ran twice) is not,
 // and the coordinator keeps the first.
 func (c *Conn) PublishDone(ctx context.Context, d Done) error {
 	if err := d.check(); err != nil {
@@ -58,7 +65,7 @@ func (c *Conn) PublishDone(ctx context.Context, d Done) error {
 	if err != nil {
 		return err
 	}
-	id := fmt.Sprintf("%s/%d/%s", d.Trial, d.Delivery, d.Worker)
+	id := fmt.Sprintf("%s/%d/%d/%s", d.Trial, d.Attempt, d.Delivery, d.Worker)
 	if _, err := c.js.Publish(ctx, doneSubject(d.Suite, d.Trial), data,
 		jetstream.WithMsgID(id), jetstream.WithExpectStream(DoneStream)); err != nil {
 		return fmt.Errorf("publishing done of trial %s: %w", d.Trial, err)

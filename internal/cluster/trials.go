@@ -33,6 +33,22 @@ type TrialMsg struct {
 	AllowHosts []string `json:"allow_hosts,omitempty"`
 	Gateways   []string `json:"model_gateways,omitempty"`
 	NoAudit    bool     `json:"no_audit,omitempty"`
+	// Attempt counts the coordinator's publications of the trial, from 1:
+	// a trial that could not run or whose result was rejected is published
+	// again, under a message ID of its own.
+	Attempt int `json:"attempt,omitempty"`
+	// Key and Sig: the coordinator's signature (see Sign).
+	Key string `json:"signer_key,omitempty"`
+	Sig string `json:"sig,omitempty"`
+}
+
+// msgID is the JetStream message ID of m: the trial ID, and its attempt
+// after the first.
+func (m TrialMsg) msgID() string {
+	if m.Attempt > 1 {
+		return fmt.Sprintf("%s#%d", m.ID, m.Attempt)
+	}
+	return m.ID
 }
 
 // Tree names a directory stored as an archive in PROCTOR_TASKS: the archive's
@@ -118,7 +134,7 @@ func (c *Conn) publish(ctx context.Context, m TrialMsg) (duplicate bool, err err
 		return false, fmt.Errorf("publishing trial %s: %w", m.ID, err)
 	}
 	ack, err := c.js.Publish(ctx, trialSubject(m.ID), data,
-		jetstream.WithMsgID(m.ID), jetstream.WithExpectStream(TrialStream))
+		jetstream.WithMsgID(m.msgID()), jetstream.WithExpectStream(TrialStream))
 	if err != nil {
 		return false, fmt.Errorf("publishing trial %s: %w", m.ID, err)
 	}
@@ -150,7 +166,7 @@ func (b *Batch) Publish(ctx context.Context, m TrialMsg) error {
 		return fmt.Errorf("publishing trial %s: %w", m.ID, err)
 	}
 	f, err := b.c.js.PublishAsync(trialSubject(m.ID), data,
-		jetstream.WithMsgID(m.ID), jetstream.WithExpectStream(TrialStream))
+		jetstream.WithMsgID(m.msgID()), jetstream.WithExpectStream(TrialStream))
 	if err != nil {
 		return fmt.Errorf("publishing trial %s: %w", m.ID, err)
 	}

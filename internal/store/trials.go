@@ -311,6 +311,20 @@ func (s *Store) ClaimAll() (int, time.Time, error) {
 	return int(n), time.Unix(0, now.UnixNano()).UTC(), nil
 }
 
+// Retry adds one to the Attempt of running trial id, which is to run
+// again, and returns the new count.
+func (s *Store) Retry(id int64) (int, error) {
+	var n int
+	err := s.db.QueryRow("UPDATE trials SET attempt = attempt + 1 WHERE id = ? AND state = 'running' RETURNING attempt", id).Scan(&n)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, fmt.Errorf("retrying trial %d: %w", id, ErrNotRunning)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("retrying trial %d: %w", id, err)
+	}
+	return n, nil
+}
+
 // EachTrial calls fn with every trial in state, in plan order, without
 // holding them all; fn's error stops it and is returned. fn must not use
 // the store: the read stays open while it runs.

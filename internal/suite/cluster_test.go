@@ -6,6 +6,8 @@ import (
 	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,17 +25,25 @@ import (
 	"github.com/proctor-sandbox/proctor/internal/cluster"
 	"github.com/proctor-sandbox/proctor/internal/store"
 	"github.com/proctor-sandbox/proctor/internal/suite"
+	"github.com/proctor-sandbox/proctor/internal/task"
 )
 
 // fleet is a real JetStream server in the test process and worker
 // processes around it.
 type fleet struct {
-	t    *testing.T
-	srv  *cluster.Server
-	url  string
-	dir  string
-	mu   sync.Mutex
-	logs map[string]*bytes.Buffer
+	t     *testing.T
+	srv   *cluster.Server
+	url   string
+	dir   string
+	mu    sync.Mutex
+	logs  map[string]*syncBuffer
+	coord string // the coordinator's key, which the workers trust
+}
+
+// bench is `proctor bench --cluster` on the fleet, signing with its
+// coordinator key.
+func (f *fleet) bench(args ...string) *exec.Cmd {
+	return bench(append(args, "--cluster", f.url, "--key", f.coord)...)
 }
 
 func newFleet(t *testing.T) *fleet {
@@ -44,7 +54,9 @@ func newFleet(t *testing.T) *fleet {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Close() })
-	return &fleet{t: t, srv: srv, url: srv.ClientURL(), dir: dir, logs: map[string]*bytes.Buffer{}}
+	f := &fleet{t: t, srv: srv, url: srv.ClientURL(), dir: dir, logs: map[string]*syncBuffer{}}
+	f.coord = f.key("coordinator")
+	return f
 }
 
 // key makes a signing key and returns its file.
@@ -62,15 +74,15 @@ func (f *fleet) key(name string) string {
 
 // worker starts `proctor worker` named name, signing with key, killed
 // when the test ends. It caches what it fetches in cache.
-func (f *fleet) worker(name, key, cache string) *exec.Cmd {
+func (f *fleet) worker(name, key, cache string, env ...string) *exec.Cmd {
 	f.t.Helper()
 	cmd := exec.Command(os.Args[0], "worker", "--cluster", f.url, "--jobs", "1", "--name", name, "--key", key,
-		"--cache-dir", cache)
-	cmd.Env = append(os.Environ(), "CI=")
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
+		"--cache-dir", cache, "--trust", f.coord+".pub")
+	cmd.Env = append(append(os.Environ(), "CI="), env...)
+	log := &syncBuffer{}
+	cmd.Stdout, cmd.Stderr = log, log
 	f.mu.Lock()
-	f.logs[name] = &log
+	f.logs[name] = log
 	f.mu.Unlock()
 	if err := cmd.Start(); err != nil {
 		f.t.Fatal(err)
@@ -88,6 +100,25 @@ func (f *fleet) worker(name, key, cache string) *exec.Cmd {
 		f.t.Logf("worker %s:\n%s", name, log.String())
 	})
 	return cmd
+}
+
+// syncBuffer is a bytes.Buffer a child's output goroutine writes while
+// the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 // descendants returns the processes below pid, with their start times.
@@ -154,12 +185,12 @@ func TestClusterWorkerKilled(t *testing.T) {
 	tasks := filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix")
 	agents := filepath.Join(repoRoot(), "examples", "agents")
 	args := []string{"--tasks", tasks, "--agent", "honest=sh /agent/honest.sh", "--agent", "slow=sleep 2.5",
-		"--agent-dir", agents, "--trials", "4", "--out", dir, "--cluster", f.url, "--ack-wait", "3s",
+		"--agent-dir", agents, "--trials", "4", "--out", dir, "--ack-wait", "3s",
 		"--regrade", "0", "-q"}
 	for _, k := range keys {
 		args = append(args, "--trust", k+".pub")
 	}
-	coord := bench(args...)
+	coord := f.bench(args...)
 	var clog bytes.Buffer
 	coord.Stdout, coord.Stderr = &clog, &clog
 	if err := coord.Start(); err != nil {
@@ -202,6 +233,7 @@ func TestClusterWorkerKilled(t *testing.T) {
 		t.Fatalf("resumed without --cluster: %v\n%s", err, b)
 	}
 	resume := bench("--resume", dir, "--cluster", f.url, "--ack-wait", "3s", "--regrade", "0")
+	resume.Env = append(resume.Env, "PROCTOR_KEY_FILE="+f.coord)
 	out, err := resume.CombinedOutput()
 	if err != nil {
 		t.Fatalf("resume: %v\n%s\nfirst coordinator:\n%s", err, out, clog.String())
@@ -279,15 +311,16 @@ func TestClusterUntrustedWorker(t *testing.T) {
 	trusted, rogue := f.key("trusted"), f.key("rogue")
 	dir := filepath.Join(f.dir, "suite")
 	f.worker("rogue", rogue, cacheDir(t))
-	cmd := bench("--tasks", filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix"),
+	cmd := f.bench("--tasks", filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix"),
 		"--agent", "honest=sh /agent/honest.sh", "--agent-dir", filepath.Join(repoRoot(), "examples", "agents"),
-		"--trials", "2", "--out", dir, "--cluster", f.url, "--trust", trusted+".pub", "--regrade", "0")
+		"--trials", "2", "--out", dir, "--trust", trusted+".pub", "--regrade", "0")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("bench: %v\n%s", err, out)
 	}
 	fp := fingerprint(t, rogue)
-	if !strings.Contains(string(out), "rejected: worker rogue: bundle.json: signed by "+fp+", a key the suite does not trust") {
+	if !strings.Contains(string(out), "rejected: worker rogue: its message: not signed by a trusted key: signed by "+fp) ||
+		!strings.Contains(string(out), "(attempt 3 of 3: recorded as not run)") {
 		t.Fatalf("no rejection named the rogue key %s:\n%s", fp, out)
 	}
 	st, err := store.Open(dir)
@@ -312,8 +345,8 @@ func TestClusterCorruptTaskArchive(t *testing.T) {
 	f := newFleet(t)
 	key := f.key("w")
 	dir := filepath.Join(f.dir, "suite")
-	cmd := bench("--tasks", filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix"),
-		"--agent", "nop=true", "--trials", "1", "--out", dir, "--cluster", f.url, "--trust", key+".pub", "--regrade", "0")
+	cmd := f.bench("--tasks", filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix"),
+		"--agent", "nop=true", "--trials", "1", "--out", dir, "--trust", key+".pub", "--regrade", "0")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -402,36 +435,44 @@ func fingerprint(t *testing.T, key string) string {
 
 // A worker holding a trusted key that runs the trial otherwise than it was
 // planned: another task (a cheaper one, say), the internet opened, the
-// audit off. Each bundle verifies against a trusted key, and each is
-// rejected for what it binds.
+// audit off, a bundle of another trial or of none (a replay). Each bundle
+// verifies against a trusted key, and each is rejected for what it binds,
+// each attempt of the trial, until it is recorded as not run.
 func TestClusterForgedConditionsRejected(t *testing.T) {
 	f := newFleet(t)
 	key := f.key("insider")
 	py := filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix")
 	for _, c := range []struct {
 		name, want string
-		args       []string // proctor run arguments but --agent, --out, --key
+		args       func(id string) []string // proctor run arguments but --agent, --out, --key
 	}{
-		{"another task", "the bundle's task digest sha256:", []string{"--task", filepath.Join(repoRoot(), "examples", "tasks", "hello-state")}},
-		{"a host allowed", "the agent was allowed example.com, which neither the task nor the suite allows", []string{"--task", py, "--allow-host", "example.com"}},
-		{"no audit", "the audit was off", []string{"--task", py, "--no-audit"}},
+		{"another task", "the bundle's task digest sha256:", func(id string) []string {
+			return []string{"--task", filepath.Join(repoRoot(), "examples", "tasks", "hello-state"), "--nonce", id}
+		}},
+		{"a host allowed", "the agent was allowed example.com, which neither the task nor the suite allows", func(id string) []string {
+			return []string{"--task", py, "--allow-host", "example.com", "--nonce", id}
+		}},
+		{"no audit", "the audit was off", func(id string) []string { return []string{"--task", py, "--no-audit", "--nonce", id} }},
+		{"another trial's bundle", `the bundle is of trial "`, func(id string) []string { return []string{"--task", py, "--nonce", id + "0"} }},
+		{"a bundle of no trial", `the bundle is of trial "", not "`, func(string) []string { return []string{"--task", py} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out := forge(t, f, key, c.args)
-			if !strings.Contains(out, "rejected: worker insider: "+c.want) {
+			if !strings.Contains(out, "rejected: worker insider: "+c.want) || !strings.Contains(out, "attempt 3 of 3") {
 				t.Fatalf("the forged result was not rejected with %q:\n%s", c.want, out)
 			}
 		})
 	}
 }
 
-// forge runs a one-trial suite whose only worker is the test: it takes the
-// trial, runs proctor run with args, returns the result as a worker does,
-// and returns the coordinator's output once it has checked the store.
-func forge(t *testing.T, f *fleet, key string, args []string) string {
+// forge runs a one-trial suite whose only worker is the test: it takes
+// each attempt of the trial, runs proctor run with args, and returns the
+// result as a worker does, signed with key; it returns the coordinator's
+// output once it has checked the store.
+func forge(t *testing.T, f *fleet, key string, args func(id string) []string) string {
 	dir := filepath.Join(t.TempDir(), "suite")
-	cmd := bench("--tasks", filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix"),
-		"--agent", "nop=true", "--trials", "1", "--out", dir, "--cluster", f.url, "--trust", key+".pub", "--regrade", "0")
+	cmd := f.bench("--tasks", filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix"),
+		"--agent", "nop=true", "--trials", "1", "--out", dir, "--trust", key+".pub", "--regrade", "0")
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
 	if err := cmd.Start(); err != nil {
@@ -444,49 +485,148 @@ func forge(t *testing.T, f *fleet, key string, args []string) string {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	job, err := conn.Next(ctx)
+	priv, err := bundle.ReadPrivateKey(key)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := filepath.Join(t.TempDir(), "forged")
-	run := exec.Command(os.Args[0], append([]string{"run", "--agent", job.Msg.AgentCommand, "--out", res, "--key", key,
-		"--cache-dir", cacheDir(t), "-q"}, args...)...)
-	run.Env = append(os.Environ(), "CI=")
-	if b, err := run.CombinedOutput(); err != nil { // exit 1: not passed, as a nop agent is not
-		if _, serr := os.Stat(filepath.Join(res, "bundle.json")); serr != nil {
-			t.Fatalf("run: %v\n%s", err, b)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	for {
+		jctx, jcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		job, err := conn.Next(jctx)
+		jcancel()
+		if err != nil {
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("bench: %v\n%s", err, out.String())
+				}
+				st, err := store.Open(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer st.Close()
+				if c, _ := st.Counts(); c["done"] != 0 || c["failed"] != 1 {
+					t.Fatalf("counts: %v\n%s", c, out.String())
+				}
+				return out.String()
+			default:
+				if ctx.Err() != nil {
+					t.Fatalf("bench did not finish:\n%s", out.String())
+				}
+				continue
+			}
+		}
+		res := filepath.Join(t.TempDir(), "forged")
+		run := exec.Command(os.Args[0], append([]string{"run", "--agent", job.Msg.AgentCommand, "--out", res, "--key", key,
+			"--cache-dir", cacheDir(t), "-q"}, args(job.Msg.ID)...)...)
+		run.Env = append(os.Environ(), "CI=")
+		if b, err := run.CombinedOutput(); err != nil { // exit 1: not passed, as a nop agent is not
+			if _, serr := os.Stat(filepath.Join(res, "bundle.json")); serr != nil {
+				t.Fatalf("run: %v\n%s", err, b)
+			}
+		}
+		path, digest, err := suite.PackTreeFile(res, t.TempDir())
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := os.Open(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := suite.ResultName(job.Msg.Attempt, job.Delivered(), "insider")
+		if err := conn.PutResult(ctx, job.Msg.ID, name, a); err != nil {
+			t.Fatal(err)
+		}
+		a.Close()
+		d := cluster.Done{Suite: job.Msg.Suite, Trial: job.Msg.ID, Worker: "insider", Attempt: job.Msg.Attempt, Delivery: job.Delivered(),
+			Result: name, ResultDigest: digest, Nonce: job.Msg.ID}
+		if err := d.Sign(priv); err != nil {
+			t.Fatal(err)
+		}
+		if err := conn.PublishDone(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+		if err := job.Ack(ctx); err != nil {
+			t.Fatal(err)
 		}
 	}
-	path, digest, err := suite.PackTreeFile(res, t.TempDir())
+}
+
+// Anyone who can write to the queue publishes trials: unsigned, or signed
+// by a key the worker does not trust, with a gateway to their own server.
+// The worker runs none of them and calls nothing.
+func TestClusterWorkerRefusesUnsignedTrials(t *testing.T) {
+	f := newFleet(t)
+	called := make(chan string, 10)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		called <- r.Header.Get("X-Api-Key")
+	}))
+	defer srv.Close()
+	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+	defer cancel()
+	conn, err := cluster.Connect(ctx, f.url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := os.Open(path)
+	defer conn.Close()
+	archive, err := os.CreateTemp(t.TempDir(), "t")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer a.Close()
-	name := suite.ResultName(job.Delivered(), "insider")
-	if err := conn.PutResult(ctx, job.Msg.ID, name, a); err != nil {
-		t.Fatal(err)
-	}
-	if err := conn.PublishDone(ctx, cluster.Done{Suite: job.Msg.Suite, Trial: job.Msg.ID, Worker: "insider",
-		Delivery: job.Delivered(), Result: name, ResultDigest: digest}); err != nil {
-		t.Fatal(err)
-	}
-	if err := job.Ack(ctx); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil {
-		t.Fatalf("bench: %v\n%s", err, out.String())
-	}
-	st, err := store.Open(dir)
+	py := filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix")
+	digest, err := suite.PackTree(py, archive)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer st.Close()
-	if c, _ := st.Counts(); c["done"] != 0 || c["failed"] != 1 {
-		t.Fatalf("counts: %v\n%s", c, out.String())
+	archive.Seek(0, 0)
+	if err := conn.PutTask(ctx, digest, archive); err != nil {
+		t.Fatal(err)
 	}
-	return out.String()
+	tree, _ := task.Digest(py)
+	attacker, err := bundle.GenerateKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sign := range []bool{false, true} {
+		m := cluster.TrialMsg{ID: fmt.Sprintf("sx-%d", i+1), Suite: "sx", Agent: "a", Task: "py-bugfix", TaskDigest: digest, TaskTree: tree,
+			AgentCommand: `curl -s -X POST "$ANTHROPIC_BASE_URL/v1/messages"`, Gateways: []string{"anthropic=" + srv.URL}}
+		if sign {
+			m.Sign(attacker)
+		}
+		if err := conn.Publish(ctx, m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.worker("w", f.key("w"), cacheDir(t), "ANTHROPIC_API_KEY=sk-worker-secret")
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		f.mu.Lock()
+		log := f.logs["w"].String()
+		f.mu.Unlock()
+		if strings.Contains(log, "refused trial sx-1: not signed by a trusted key: unsigned") &&
+			strings.Contains(log, "refused trial sx-2: not signed by a trusted key: signed by "+bundle.Fingerprint(attacker.Public().(ed25519.PublicKey))) {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	f.mu.Lock()
+	log := f.logs["w"].String()
+	f.mu.Unlock()
+	if !strings.Contains(log, "refused trial sx-2") || !strings.Contains(log, "refused trial sx-1") {
+		t.Fatalf("the worker did not refuse both trials:\n%s", log)
+	}
+	select {
+	case k := <-called:
+		t.Fatalf("the attacker's gateway was called, key %q", k)
+	default:
+	}
+	for _, id := range []string{"sx-1", "sx-2"} {
+		if ok, _ := conn.Finished(ctx, "sx", id); ok {
+			t.Errorf("trial %s was run", id)
+		}
+		if ok, _ := conn.Queued(ctx, id); !ok {
+			t.Errorf("trial %s left the queue: a worker that trusts its signer could not take it", id)
+		}
+	}
 }

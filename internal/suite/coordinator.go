@@ -2,6 +2,7 @@ package suite
 
 import (
 	"context"
+	"crypto/ed25519"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -11,10 +12,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"unicode"
 
 	"github.com/proctor-sandbox/proctor/internal/cluster"
 	"github.com/proctor-sandbox/proctor/internal/store"
-	"github.com/proctor-sandbox/proctor/internal/task"
 )
 
 // Coordinator runs a suite's trials on a cluster's workers: it uploads
@@ -31,14 +32,19 @@ type Coordinator struct {
 	Suite string
 	Flags RunFlags
 	// Accept checks a finished trial's output in dir before it counts:
-	// the bundle signed by a trusted worker key, bound to the task and
-	// agent the trial was planned with. Its error rejects the trial.
-	// agentDir is the Merkle digest of --agent-dir ("" without one).
-	Accept   func(dir string, t *store.Trial, tk store.Task, a store.Agent, agentDir string) error
+	// the bundle signed by a trusted worker key, bound to the trial as
+	// planned. Its error rejects the result.
+	Accept func(dir string, p Planned) error
+	// Key signs the trial messages; Trust are the worker keys whose Done
+	// messages are taken.
+	Key      ed25519.PrivateKey
+	Trust    []ed25519.PublicKey
 	Log      io.Writer
 	Terminal bool
 	// Stats, when set, receives what the coordinator did.
 	Stats *CoordStats
+
+	msg func(*store.Trial) (cluster.TrialMsg, error) // set by Run
 }
 
 // CoordStats counts what a coordinator saw.
@@ -57,7 +63,7 @@ func (c *Coordinator) storeID(clusterID string) (int64, bool) {
 		return 0, false
 	}
 	n, err := strconv.ParseInt(s, 10, 64)
-	return n, err == nil && n > 0
+	return n, err == nil && n > 0 && c.ClusterID(n) == clusterID
 }
 
 func (c *Coordinator) logf(format string, a ...any) {
@@ -78,14 +84,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tasks := map[string]store.Task{}
-	for _, t := range su.Tasks {
-		tasks[t.Name] = t
-	}
-	agents := map[string]store.Agent{}
-	for _, a := range su.Agents {
-		agents[a.Name] = a
-	}
+	tasks, agents := suiteMaps(su)
 	trees, agentDir, err := c.upload(ctx, su)
 	if err != nil {
 		return err
@@ -98,10 +97,19 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	msg := func(t *store.Trial) cluster.TrialMsg {
-		return cluster.TrialMsg{ID: c.ClusterID(t.ID), Suite: c.Suite, Agent: t.Agent, AgentCommand: agents[t.Agent].Command,
+	c.msg = func(t *store.Trial) (cluster.TrialMsg, error) {
+		m := cluster.TrialMsg{ID: c.ClusterID(t.ID), Suite: c.Suite, Agent: t.Agent, AgentCommand: agents[t.Agent].Command,
 			Task: t.Task, TaskDigest: trees[t.Task].Archive, TaskTree: trees[t.Task].Tree, Index: t.Index,
-			AgentDir: agentDir, AllowHosts: c.Flags.AllowHosts, Gateways: c.Flags.Gateways, NoAudit: c.Flags.NoAudit}
+			AgentDir: agentDir, AllowHosts: c.Flags.AllowHosts, Gateways: c.Flags.Gateways, NoAudit: c.Flags.NoAudit,
+			Attempt: t.Attempt}
+		return m, m.Sign(c.Key)
+	}
+	publish := func(b *cluster.Batch, t *store.Trial) error {
+		m, err := c.msg(t)
+		if err != nil {
+			return err
+		}
+		return b.Publish(ctx, m)
 	}
 	// Trials an earlier coordinator published: in the queue, or finished
 	// and waiting for us, or lost (a queue made anew): publish those again.
@@ -117,7 +125,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			return err
 		}
 		c.Stats.Republished++
-		return batch.Publish(ctx, msg(t))
+		return publish(batch, t)
 	})
 	if err != nil {
 		return err
@@ -138,7 +146,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 				return nil // an earlier coordinator's, seen to above
 			}
 			c.Stats.Published++
-			return batch.Publish(ctx, msg(t))
+			return publish(batch, t)
 		})
 		if err == nil {
 			err = batch.Wait(ctx)
@@ -226,9 +234,9 @@ func (c *Coordinator) upload(ctx context.Context, su *store.Suite) (map[string]c
 	if c.Flags.AgentDir == "" {
 		return trees, nil, nil
 	}
-	want, err := task.Digest(c.Flags.AgentDir)
-	if err != nil {
-		return nil, nil, fmt.Errorf("--agent-dir: %w", err)
+	want := c.Flags.AgentDirDigest
+	if want == "" {
+		return nil, nil, fmt.Errorf("--agent-dir %s: no digest planned with the suite", c.Flags.AgentDir)
 	}
 	ad, err := put(c.Flags.AgentDir, want, "--agent-dir")
 	if err != nil {
@@ -237,20 +245,30 @@ func (c *Coordinator) upload(ctx context.Context, su *store.Suite) (map[string]c
 	return trees, &ad, nil
 }
 
+// MaxAttempts is how many times a trial is published before a failure to
+// run it, or a rejected result, is recorded as its outcome.
+const MaxAttempts = 3
+
+// MaxResultBytes bounds a result archive the coordinator fetches.
+const MaxResultBytes = 4 << 30
+
 // record fetches, checks and records the result a Done announces. An
 // error is the coordinator's own (the store, the cluster): the Done is
-// given back. A result that fails its checks is recorded as rejected.
-// recorded says whether a trial was finished in the store.
+// given back. A Done not signed by a trusted worker, a worker's failure to
+// run the trial and a result that fails its checks are rejected: the
+// trial is published again, up to MaxAttempts, and then recorded as not
+// run with the reason. recorded says whether a trial was finished in the
+// store.
 func (c *Coordinator) record(ctx context.Context, m *cluster.DoneMsg, tasks map[string]store.Task, agents map[string]store.Agent, agentTree string, p *progress) (recorded bool, err error) {
 	d := m.Done
 	id, ok := c.storeID(d.Trial)
 	if !ok {
-		c.logf("warning: a result for %s, not a trial of this suite, from worker %s: ignored", d.Trial, d.Worker)
+		c.logf("warning: a result for %s, not a trial of this suite: ignored", d.Trial)
 		return false, nil
 	}
 	t, err := c.Store.Trial(id)
 	if errors.Is(err, store.ErrNoTrial) {
-		c.logf("warning: a result for trial %s, which this suite does not have, from worker %s: ignored", d.Trial, d.Worker)
+		c.logf("warning: a result for trial %s, which this suite does not have: ignored", d.Trial)
 		return false, nil
 	}
 	if err != nil {
@@ -258,28 +276,49 @@ func (c *Coordinator) record(ctx context.Context, m *cluster.DoneMsg, tasks map[
 	}
 	if t.State != store.StateRunning {
 		c.Stats.Duplicates++
-		c.logf("trial %s ran again (delivery %d on worker %s) after it was recorded: the later result is ignored", d.Trial, d.Delivery, d.Worker)
+		c.logf("trial %s ran again (delivery %d on worker %s) after it was recorded: the later result is ignored", d.Trial, d.Delivery, printable(d.Worker))
 		return false, nil
 	}
 	rel := TrialDir(t)
 	out := filepath.Join(c.Dir, rel)
-	if d.Error != "" {
-		res := store.Result{Out: rel, Error: "worker " + d.Worker + ": " + d.Error}
+	reject := func(format string, a ...any) (bool, error) {
+		c.Stats.Rejected++
+		why := "rejected: worker " + printable(d.Worker) + ": " + printable(fmt.Sprintf(format, a...))
+		if err := os.RemoveAll(out); err != nil {
+			return false, err
+		}
+		if t.Attempt < MaxAttempts {
+			n, err := c.Store.Retry(t.ID)
+			if err != nil {
+				return false, err
+			}
+			t.Attempt = n
+			msg, err := c.msg(t)
+			if err != nil {
+				return false, err
+			}
+			if err := c.Conn.Publish(ctx, msg); err != nil {
+				return false, err
+			}
+			c.logf("%s × %s #%d: %s; published again (attempt %d of %d)", t.Agent, t.Task, t.Index, why, n, MaxAttempts)
+			return false, nil
+		}
+		res := store.Result{Out: rel, Error: why}
+		c.logf("%s × %s #%d: %s (attempt %d of %d: recorded as not run)", t.Agent, t.Task, t.Index, why, t.Attempt, MaxAttempts)
 		if err := c.Store.Finish(t.ID, res); err != nil {
 			return false, err
 		}
 		p.finished(t, &res)
 		return true, nil
 	}
-	reject := func(format string, a ...any) (bool, error) {
-		c.Stats.Rejected++
-		res := store.Result{Out: rel, Error: "rejected: worker " + d.Worker + ": " + fmt.Sprintf(format, a...)}
-		c.logf("%s × %s #%d: %s", t.Agent, t.Task, t.Index, res.Error)
-		if err := c.Store.Finish(t.ID, res); err != nil {
-			return false, err
-		}
-		p.finished(t, &res)
-		return true, nil
+	if _, err := d.SignedBy(c.Trust); err != nil {
+		return reject("its message: %v", err)
+	}
+	if d.Error != "" {
+		return reject("could not run the trial: %s", d.Error)
+	}
+	if d.Nonce != d.Trial {
+		return reject("its result is for %q", d.Nonce)
 	}
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return false, err
@@ -291,9 +330,13 @@ func (c *Coordinator) record(ctx context.Context, m *cluster.DoneMsg, tasks map[
 	defer os.Remove(f.Name())
 	defer f.Close()
 	h := sha256.New()
-	if err := c.Conn.GetResult(ctx, d.Trial, d.Result, io.MultiWriter(f, h)); err != nil {
-		if errors.Is(err, cluster.ErrNotFound) {
+	lw := &limitWriter{w: io.MultiWriter(f, h), left: MaxResultBytes}
+	if err := c.Conn.GetResult(ctx, d.Trial, d.Result, lw); err != nil {
+		switch {
+		case errors.Is(err, cluster.ErrNotFound):
 			return reject("its result %s is not in the cluster", d.Result)
+		case errors.Is(err, errTooBig):
+			return reject("its result %s is over %d bytes", d.Result, MaxResultBytes)
 		}
 		return false, err
 	}
@@ -306,7 +349,8 @@ func (c *Coordinator) record(ctx context.Context, m *cluster.DoneMsg, tasks map[
 	if err := unpackResult(f.Name(), d.ResultDigest, out); err != nil {
 		return reject("%v", err)
 	}
-	if err := c.Accept(out, t, tasks[t.Task], agents[t.Agent], agentTree); err != nil {
+	planned := Planned{Trial: t, Task: tasks[t.Task], Agent: agents[t.Agent], AgentDir: agentTree, Nonce: c.ClusterID(t.ID)}
+	if err := c.Accept(out, planned); err != nil {
 		return reject("%v", err)
 	}
 	res := readResult(out, rel, 0)
@@ -316,6 +360,47 @@ func (c *Coordinator) record(ctx context.Context, m *cluster.DoneMsg, tasks map[
 	c.Stats.Recorded++
 	p.finished(t, &res)
 	return true, nil
+}
+
+// Planned is what a trial was planned to be, for Accept to hold a result
+// to: the bundle's verdict must carry Nonce, the trial's cluster ID.
+type Planned struct {
+	Trial    *store.Trial
+	Task     store.Task
+	Agent    store.Agent
+	AgentDir string // the Merkle digest of --agent-dir, "" without one
+	Nonce    string
+}
+
+var errTooBig = errors.New("too big")
+
+// limitWriter fails once more than left bytes are written.
+type limitWriter struct {
+	w    io.Writer
+	left int64
+}
+
+func (l *limitWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > l.left {
+		return 0, errTooBig
+	}
+	l.left -= int64(len(p))
+	return l.w.Write(p)
+}
+
+// printable keeps s to one line of printable text: names and reasons from
+// the cluster reach terminals and the store.
+func printable(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || !unicode.IsPrint(r) && r != ' ' {
+			return '?'
+		}
+		return r
+	}, s)
+	if len(s) > 500 {
+		s = s[:500] + "…"
+	}
+	return s
 }
 
 // unpackResult unpacks a trial's output archive into out. Its tree digest

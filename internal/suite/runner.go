@@ -38,37 +38,56 @@ type RunFlags struct {
 	MaxMemoryMB int64    `json:"max_memory_mb"` // the largest task memory limit
 	MaxCPUs     float64  `json:"max_cpus"`
 	// A suite run on a cluster: its name there, and the worker keys whose
-	// bundles count (public key file lines). Key is then unset: the
-	// workers sign.
+	// bundles count (public key file lines). The workers sign the bundles;
+	// Key is then the coordinator's, which signs the trial messages.
 	Suite string   `json:"cluster_suite,omitempty"`
 	Trust []string `json:"trust,omitempty"`
+	// AgentDirDigest is AgentDir's Merkle digest when a cluster suite was
+	// planned: its trials all run that agent dir, or none does.
+	AgentDirDigest string `json:"agent_dir_digest,omitempty"`
 }
 
 // args returns the run flags as `proctor run` arguments.
 func (f *RunFlags) args() []string {
-	a := []string{"--key", f.Key, "-q"}
-	if f.AgentDir != "" {
-		a = append(a, "--agent-dir", f.AgentDir)
-	}
-	if f.CacheDir != "" {
-		a = append(a, "--cache-dir", f.CacheDir)
-	}
-	if f.ScratchDir != "" {
-		a = append(a, "--scratch-dir", f.ScratchDir)
-	}
-	for _, h := range f.AllowHosts {
-		a = append(a, "--allow-host", h)
-	}
-	for _, g := range f.Gateways {
-		a = append(a, "--model-gateway", g)
-	}
+	a := runArgs(f.Key, f.AgentDir, f.CacheDir, f.ScratchDir, f.AllowHosts, f.Gateways, f.NoAudit)
 	if f.Config != "" {
 		a = append(a, "--config", f.Config)
 	}
-	if f.NoAudit {
+	return a
+}
+
+// runArgs are the `proctor run` arguments for these settings ("" and nil
+// for those not set).
+func runArgs(key, agentDir, cacheDir, scratchDir string, hosts, gateways []string, noAudit bool) []string {
+	a := []string{"--key", key, "-q"}
+	for _, o := range [][2]string{{"--agent-dir", agentDir}, {"--cache-dir", cacheDir}, {"--scratch-dir", scratchDir}} {
+		if o[1] != "" {
+			a = append(a, o[0], o[1])
+		}
+	}
+	for _, h := range hosts {
+		a = append(a, "--allow-host", h)
+	}
+	for _, g := range gateways {
+		a = append(a, "--model-gateway", g)
+	}
+	if noAudit {
 		a = append(a, "--no-audit")
 	}
 	return a
+}
+
+// suiteMaps indexes a suite's tasks and agents by name.
+func suiteMaps(su *store.Suite) (map[string]store.Task, map[string]store.Agent) {
+	tasks := map[string]store.Task{}
+	for _, t := range su.Tasks {
+		tasks[t.Name] = t
+	}
+	agents := map[string]store.Agent{}
+	for _, a := range su.Agents {
+		agents[a.Name] = a
+	}
+	return tasks, agents
 }
 
 // Runner runs a suite's pending trials. Exe is the proctor binary the
@@ -117,14 +136,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	tasks := map[string]store.Task{}
-	for _, t := range su.Tasks {
-		tasks[t.Name] = t
-	}
-	agents := map[string]store.Agent{}
-	for _, a := range su.Agents {
-		agents[a.Name] = a
-	}
+	tasks, agents := suiteMaps(su)
 	p := newProgress(r.Store, su, r.Log, r.Terminal)
 	defer p.close()
 

@@ -3,6 +3,7 @@ package suite
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
 	"errors"
 	"fmt"
 	"io"
@@ -12,16 +13,18 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/proctor-sandbox/proctor/internal/cgroup"
 	"github.com/proctor-sandbox/proctor/internal/cluster"
 	"github.com/proctor-sandbox/proctor/internal/trial"
 )
 
 // ResultName is the name of a trial's output archive in the result
-// bucket, for one delivery on one worker: two runs of a redelivered trial
-// never overwrite each other.
-func ResultName(delivery uint64, worker string) string {
-	return fmt.Sprintf("out.%d.%s.tar", delivery, worker)
+// bucket, for one delivery of one attempt on one worker: two runs of a
+// trial never overwrite each other.
+func ResultName(attempt int, delivery uint64, worker string) string {
+	return fmt.Sprintf("out.%d.%d.%s.tar", attempt, delivery, worker)
 }
 
 // Worker runs trials from a cluster's queue, Jobs at a time, each as a
@@ -31,8 +34,10 @@ type Worker struct {
 	Conn       *cluster.Conn
 	Name       string // a subject token: letters, digits, '_', '-'
 	Jobs       int
-	Key        string // the private key file trials sign with
-	KeyID      string // its fingerprint, for the heartbeat
+	Key        string              // the private key file trials sign with
+	Priv       ed25519.PrivateKey  // that key: it signs the Done messages
+	KeyID      string              // its fingerprint, for the heartbeat
+	Trust      []ed25519.PublicKey // coordinators whose trials are run
 	Version    string
 	CacheDir   string // trees unpacked by digest under CacheDir/cluster/trees
 	ScratchDir string
@@ -159,6 +164,9 @@ func (w *Worker) loop(ctx context.Context, cpuset string) error {
 			w.logf("refused a message: %v", err)
 			continue
 		}
+		if errors.Is(err, nats.ErrConnectionClosed) {
+			return err // gone for good: a supervisor restarts the worker
+		}
 		if err != nil {
 			w.logf("warning: %v", err)
 			select {
@@ -166,6 +174,12 @@ func (w *Worker) loop(ctx context.Context, cpuset string) error {
 				return nil
 			case <-time.After(time.Second):
 			}
+			continue
+		}
+		if _, err := job.Msg.SignedBy(w.Trust); err != nil {
+			// Left for a worker that trusts its signer, if any.
+			w.logf("refused trial %s: %v", job.Msg.ID, err)
+			w.giveBack(job, 10*time.Second)
 			continue
 		}
 		w.runJob(ctx, job, cpuset)
@@ -178,7 +192,7 @@ func (w *Worker) runJob(ctx context.Context, job *cluster.Job, cpuset string) {
 	m := job.Msg
 	every := w.KeepAlive
 	if aw, err := w.Conn.AckWait(ctx); err == nil && aw/3 < every {
-		every = aw / 3
+		every = max(aw/3, 100*time.Millisecond)
 	}
 	stop := cluster.KeepAlive(ctx, job, every)
 	defer stop()
@@ -190,8 +204,8 @@ func (w *Worker) runJob(ctx context.Context, job *cluster.Job, cpuset string) {
 		delete(w.running, m.ID)
 		w.mu.Unlock()
 	}()
-	done := cluster.Done{Suite: m.Suite, Trial: m.ID, Worker: w.Name, Delivery: job.Delivered()}
-	out := filepath.Join(w.workDir(), fmt.Sprintf("%s.%d", m.ID, job.Delivered()))
+	done := cluster.Done{Suite: m.Suite, Trial: m.ID, Worker: w.Name, Attempt: m.Attempt, Delivery: job.Delivered(), Nonce: m.ID}
+	out := filepath.Join(w.workDir(), fmt.Sprintf("%s.%d.%d", m.ID, m.Attempt, job.Delivered()))
 	defer os.RemoveAll(out)
 	if job.Delivered() > 1 {
 		w.logf("trial %s: delivery %d (a worker before did not finish it)", m.ID, job.Delivered())
@@ -211,7 +225,7 @@ func (w *Worker) runJob(ctx context.Context, job *cluster.Job, cpuset string) {
 		done.Error = err.Error()
 		w.logf("trial %s: %v", m.ID, err)
 	} else {
-		done.Result = ResultName(job.Delivered(), w.Name)
+		done.Result = ResultName(m.Attempt, job.Delivered(), w.Name)
 		digest, err := w.store(ctx, m.ID, done.Result, out)
 		if err != nil {
 			w.logf("trial %s: storing its output: %v", m.ID, err)
@@ -220,6 +234,12 @@ func (w *Worker) runJob(ctx context.Context, job *cluster.Job, cpuset string) {
 			return
 		}
 		done.ResultDigest = digest
+	}
+	if err := done.Sign(w.Priv); err != nil {
+		w.logf("trial %s: %v", m.ID, err)
+		stop()
+		w.giveBack(job, 5*time.Second)
+		return
 	}
 	if err := w.Conn.PublishDone(ctx, done); err != nil {
 		w.logf("trial %s: %v", m.ID, err)
@@ -264,29 +284,14 @@ func (w *Worker) run(ctx context.Context, m cluster.TrialMsg, out, cpuset string
 	if err != nil {
 		return fmt.Errorf("task %s: %w", m.Task, err)
 	}
-	args := []string{"run", "--task", taskDir, "--agent", m.AgentCommand, "--out", out, "--key", w.Key, "-q"}
+	agentDir := ""
 	if m.AgentDir != nil {
-		dir, err := w.tree(ctx, *m.AgentDir)
-		if err != nil {
+		if agentDir, err = w.tree(ctx, *m.AgentDir); err != nil {
 			return fmt.Errorf("agent dir: %w", err)
 		}
-		args = append(args, "--agent-dir", dir)
 	}
-	if w.CacheDir != "" {
-		args = append(args, "--cache-dir", w.CacheDir)
-	}
-	if w.ScratchDir != "" {
-		args = append(args, "--scratch-dir", w.ScratchDir)
-	}
-	for _, h := range m.AllowHosts {
-		args = append(args, "--allow-host", h)
-	}
-	for _, g := range m.Gateways {
-		args = append(args, "--model-gateway", g)
-	}
-	if m.NoAudit {
-		args = append(args, "--no-audit")
-	}
+	args := append([]string{"run", "--task", taskDir, "--agent", m.AgentCommand, "--out", out, "--nonce", m.ID},
+		runArgs(w.Key, agentDir, w.CacheDir, w.ScratchDir, m.AllowHosts, m.Gateways, m.NoAudit)...)
 	if cpuset != "" {
 		args = append(args, "--cpuset", cpuset)
 	}

@@ -45,8 +45,11 @@ const defaultPids = 4096
 
 // Options configure one trial. Task and Agent are required.
 type Options struct {
-	Task     *task.Task
-	Agent    string // shell command, run with /bin/sh -c in the workdir
+	Task  *task.Task
+	Agent string // shell command, run with /bin/sh -c in the workdir
+	// Nonce is the caller's, recorded in the verdict: a coordinator binds
+	// a bundle to its trial with it.
+	Nonce    string
 	AgentDir string // host directory mounted read-only at /agent, or ""
 	// Solution mounts the task's solution directory at /solution in the
 	// agent sandbox: only for the oracle (proctor validate).
@@ -89,6 +92,7 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 		Schema:        Schema,
 		Task:          TaskRef{Name: t.Name},
 		Agent:         AgentRef{Command: o.Agent},
+		Nonce:         o.Nonce,
 		PassThreshold: t.Proctor.PassThreshold,
 		Grading:       t.Proctor.Grading,
 		Violations:    []Violation{},

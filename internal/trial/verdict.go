@@ -52,6 +52,7 @@ type Verdict struct {
 	Schema        string           `json:"schema"`
 	Task          TaskRef          `json:"task"`
 	Agent         AgentRef         `json:"agent"`
+	Nonce         string           `json:"nonce,omitempty"` // the caller's (proctor run --nonce)
 	Passed        bool             `json:"passed"`
 	Reward        float64          `json:"reward"`
 	PassThreshold float64          `json:"pass_threshold"`
