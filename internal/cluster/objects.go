@@ -195,3 +195,16 @@ func (c *Conn) GetResult(ctx context.Context, trialID, name string, w io.Writer)
 	}
 	return nil
 }
+
+// DeleteResult removes the result name of trial trialID, once its
+// coordinator has recorded it; one that is not there is no error.
+func (c *Conn) DeleteResult(ctx context.Context, trialID, name string) error {
+	obj, err := resultName(trialID, name)
+	if err != nil {
+		return fmt.Errorf("removing result: %w", err)
+	}
+	if err := c.results.Delete(ctx, obj); err != nil && !errors.Is(err, jetstream.ErrObjectNotFound) {
+		return fmt.Errorf("removing result %s: %w", obj, err)
+	}
+	return nil
+}

@@ -630,3 +630,26 @@ func TestClusterWorkerRefusesUnsignedTrials(t *testing.T) {
 		}
 	}
 }
+
+// Two workers of one name on one cache would remove each other's trial
+// outputs: the second is refused.
+func TestClusterWorkerNameTaken(t *testing.T) {
+	f := newFleet(t)
+	key := f.key("w")
+	cache := t.TempDir()
+	first := f.worker("same", key, cache)
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) && !strings.Contains(f.logs["same"].String(), "Ctrl-C stops it") {
+		time.Sleep(20 * time.Millisecond)
+	}
+	cmd := exec.Command(os.Args[0], "worker", "--cluster", f.url, "--name", "same", "--key", key,
+		"--cache-dir", cache, "--trust", f.coord+".pub")
+	cmd.Env = append(os.Environ(), "CI=")
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "another worker of this name uses the cache") {
+		t.Fatalf("a second worker of the name: %v\n%s", err, out)
+	}
+	if first.ProcessState != nil {
+		t.Fatal("the first worker stopped")
+	}
+}

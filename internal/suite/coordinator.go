@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"time"
 	"unicode"
 
 	"github.com/proctor-sandbox/proctor/internal/cluster"
@@ -113,26 +114,10 @@ func (c *Coordinator) Run(ctx context.Context) error {
 	}
 	// Trials an earlier coordinator published: in the queue, or finished
 	// and waiting for us, or lost (a queue made anew): publish those again.
+	if err := c.reconcile(ctx); err != nil {
+		return err
+	}
 	batch := c.Conn.NewBatch()
-	err = c.Store.EachTrial(store.StateRunning, func(t *store.Trial) error {
-		id := c.ClusterID(t.ID)
-		queued, err := c.Conn.Queued(ctx, id)
-		if err != nil {
-			return err
-		}
-		finished, err := c.Conn.Finished(ctx, c.Suite, id)
-		if err != nil || queued || finished {
-			return err
-		}
-		c.Stats.Republished++
-		return publish(batch, t)
-	})
-	if err != nil {
-		return err
-	}
-	if err := batch.Wait(ctx); err != nil {
-		return err
-	}
 	// The rest, claimed at once and published: a trial claimed and not
 	// published (the coordinator stopped) is not queued, and the next Run
 	// publishes it above.
@@ -165,9 +150,20 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		if left == 0 {
 			return c.Conn.DeleteCompletions(context.WithoutCancel(ctx), c.Suite)
 		}
-		m, err := comp.Next(ctx)
+		nctx, cancel := context.WithTimeout(ctx, reconcileEvery)
+		m, err := comp.Next(nctx)
+		idle := err != nil && nctx.Err() != nil // read before cancel, which sets it
+		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if idle {
+			// Nothing came for a while: a trial whose message was lost
+			// (deleted, or terminated by another version) would never come.
+			if err := c.reconcile(ctx); err != nil {
+				return err
+			}
+			continue
 		}
 		if errors.Is(err, cluster.ErrBadTrial) {
 			c.logf("warning: %v", err)
@@ -181,6 +177,12 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			m.Nak(0)
 			return err
 		}
+		if m.Done.Result != "" {
+			// Recorded here or refused: the cluster need not keep it.
+			if err := c.Conn.DeleteResult(ctx, m.Done.Trial, m.Done.Result); err != nil {
+				c.logf("warning: %v", err)
+			}
+		}
 		if recorded {
 			left--
 		}
@@ -188,6 +190,51 @@ func (c *Coordinator) Run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// reconcileEvery is how long the coordinator waits for a result before it
+// looks for trials that are neither queued nor finished.
+var reconcileEvery = time.Minute
+
+// reconcile publishes again, as a new attempt (a new message ID, which
+// deduplication cannot drop), every running trial that is neither in the
+// queue nor finished and waiting.
+func (c *Coordinator) reconcile(ctx context.Context) error {
+	var lost []store.Trial
+	err := c.Store.EachTrial(store.StateRunning, func(t *store.Trial) error {
+		id := c.ClusterID(t.ID)
+		queued, err := c.Conn.Queued(ctx, id)
+		if err != nil {
+			return err
+		}
+		finished, err := c.Conn.Finished(ctx, c.Suite, id)
+		if err != nil || queued || finished {
+			return err
+		}
+		lost = append(lost, *t)
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	for i := range lost {
+		t := &lost[i]
+		n, err := c.Store.Retry(t.ID)
+		if err != nil {
+			return err
+		}
+		t.Attempt = n
+		m, err := c.msg(t)
+		if err != nil {
+			return err
+		}
+		if err := c.Conn.Publish(ctx, m); err != nil {
+			return err
+		}
+		c.Stats.Republished++
+		c.logf("trial %s was neither queued nor finished: published again (attempt %d)", m.ID, n)
+	}
+	return nil
 }
 
 // upload stores every task's archive (and the agent dir's) in the cluster

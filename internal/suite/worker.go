@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"golang.org/x/sys/unix"
 
 	"github.com/proctor-sandbox/proctor/internal/cgroup"
 	"github.com/proctor-sandbox/proctor/internal/cluster"
@@ -82,6 +83,17 @@ func (w *Worker) Run(ctx context.Context) error {
 			return err
 		}
 	}
+	// One worker of a name per cache: the lock is held until the process
+	// ends, and another worker of the name is refused.
+	lock, err := os.OpenFile(w.workDir()+".lock", os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		lock.Close()
+		return fmt.Errorf("worker %s: another worker of this name uses the cache %s (give each a --name of its own)", w.Name, w.CacheDir)
+	}
+	defer lock.Close()
 	// What an earlier worker of this name left: outputs of trials it never
 	// finished (they were redelivered), and dead trials' mounts and cgroups.
 	if err := os.RemoveAll(w.workDir()); err != nil {
