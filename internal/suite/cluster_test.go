@@ -653,3 +653,58 @@ func TestClusterWorkerNameTaken(t *testing.T) {
 		t.Fatal("the first worker stopped")
 	}
 }
+
+// A trial whose message is lost while the coordinator is down (the queue
+// purged, say) is published again by the next coordinator, as a new
+// attempt that deduplication cannot drop, and runs.
+func TestClusterLostTrialRepublished(t *testing.T) {
+	f := newFleet(t)
+	key := f.key("w")
+	dir := filepath.Join(f.dir, "suite")
+	cmd := f.bench("--tasks", filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix"),
+		"--agent", "nop=true", "--trials", "1", "--out", dir, "--trust", key+".pub", "--regrade", "0")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 2*time.Minute)
+	defer cancel()
+	nc, err := nats.Connect(f.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var s jetstream.Stream
+	for ctx.Err() == nil {
+		time.Sleep(50 * time.Millisecond)
+		if s, err = js.Stream(ctx, cluster.TrialStream); err != nil {
+			continue
+		}
+		if info, err := s.Info(ctx); err == nil && info.State.Msgs == 1 {
+			break
+		}
+	}
+	cmd.Process.Signal(syscall.SIGKILL)
+	cmd.Wait()
+	if err := s.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	f.worker("w", key, cacheDir(t))
+	resume := bench("--resume", dir, "--cluster", f.url, "--regrade", "0")
+	resume.Env = append(resume.Env, "PROCTOR_KEY_FILE="+f.coord)
+	out, err := resume.CombinedOutput()
+	if err != nil {
+		t.Fatalf("resume: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "was neither queued nor finished: published again (attempt 2)") {
+		t.Fatalf("resume did not publish the lost trial again:\n%s", out)
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if c, _ := st.Counts(); c["done"] != 1 {
+		t.Fatalf("counts %v\n%s", c, out)
+	}
+}
