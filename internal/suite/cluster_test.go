@@ -199,6 +199,20 @@ func TestClusterWorkerKilled(t *testing.T) {
 	w1 := f.worker("killed", keys[0], cacheDir(t))
 	f.worker("second", keys[1], cacheDir(t))
 	f.worker("third", keys[2], cacheDir(t))
+	// cluster status lists the three, their load and the queue.
+	var status []byte
+	for end := time.Now().Add(30 * time.Second); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		sc := exec.Command(os.Args[0], "cluster", "status", "--cluster", f.url)
+		sc.Env = append(os.Environ(), "CI=")
+		if status, _ = sc.CombinedOutput(); bytes.Contains(status, []byte("workers: 3 live, running ")) {
+			break
+		}
+	}
+	for _, want := range []string{"workers: 3 live, running ", " of 3 job slot(s)", "  killed  ", "  second  ", "  third  ", "queue: "} {
+		if !bytes.Contains(status, []byte(want)) {
+			t.Fatalf("cluster status says no %q:\n%s", want, status)
+		}
+	}
 
 	// Kill w1 while its trial's sandbox runs.
 	deadline := time.Now().Add(2 * time.Minute)

@@ -27,7 +27,7 @@ import (
 // The test binary is proctor: the runner starts it for each trial, and the
 // tests start it as `proctor bench` to kill it.
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && (os.Args[1] == sandbox.InitCommand || os.Args[1] == "run" || os.Args[1] == "bench" || os.Args[1] == "worker" || os.Args[1] == "report") {
+	if len(os.Args) > 1 && (os.Args[1] == sandbox.InitCommand || os.Args[1] == "run" || os.Args[1] == "bench" || os.Args[1] == "worker" || os.Args[1] == "report" || os.Args[1] == "cluster") {
 		os.Exit(cli.Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
 	}
 	os.Exit(m.Run())
