@@ -152,7 +152,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		}
 		nctx, cancel := context.WithTimeout(ctx, reconcileEvery)
 		m, err := comp.Next(nctx)
-		idle := err != nil && nctx.Err() != nil // read before cancel, which sets it
+		// Idle: the wait ran out (pull reports it a little before the
+		// context's own timer fires), not the coordinator's context.
+		idle := errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil
 		cancel()
 		if ctx.Err() != nil {
 			return ctx.Err()
