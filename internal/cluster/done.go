@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -97,10 +98,12 @@ func (c *Conn) Completions(ctx context.Context, suite string) (*Completions, err
 		return nil, fmt.Errorf("%w: suite %q", ErrBadTrial, suite)
 	}
 	cons, err := c.done.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{
-		Durable:       "DONE_" + suite,
-		Description:   "proctor coordinator of suite " + suite,
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       5 * time.Minute, // a coordinator fetches and checks one result at a time
+		Durable:     "DONE_" + suite,
+		Description: "proctor coordinator of suite " + suite,
+		AckPolicy:   jetstream.AckExplicitPolicy,
+		// A coordinator killed while it holds a Done leaves it to the
+		// next after this; one that is alive keeps it (DoneMsg.KeepAlive).
+		AckWait:       DoneAckWait,
 		MaxDeliver:    -1,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 		FilterSubject: DoneSubjectPrefix + suite + ".>",
@@ -138,6 +141,33 @@ func (cs *Completions) Next(ctx context.Context) (*DoneMsg, error) {
 		return nil, fmt.Errorf("%w: done of trial %s came on %s", ErrBadTrial, d.Trial, msg.Subject())
 	}
 	return &DoneMsg{Done: d, msg: msg}, nil
+}
+
+// DoneAckWait is how long a Done may go unacked by its coordinator before
+// it is delivered again.
+const DoneAckWait = 30 * time.Second
+
+// KeepAlive tells the server, every DoneAckWait/3 until stop is called,
+// that the Done is still being recorded (a large result takes a while).
+func (m *DoneMsg) KeepAlive() (stop func()) {
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(DoneAckWait / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				m.msg.InProgress()
+			}
+		}
+	})
+	return func() {
+		close(done)
+		wg.Wait()
+	}
 }
 
 // Ack removes the Done for good; call it once what it says is recorded.

@@ -174,7 +174,9 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		stop := m.KeepAlive()
 		recorded, err := c.record(ctx, m, tasks, agents, agentTree, p)
+		stop()
 		if err != nil {
 			m.Nak(0)
 			return err
