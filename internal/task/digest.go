@@ -17,6 +17,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // DigestPrefix starts every digest Digest returns.
@@ -31,6 +33,10 @@ const (
 	kindFile    = 'f'
 	kindDir     = 'd'
 	kindSymlink = 'l'
+	kindChar    = 'c'
+	kindBlock   = 'b'
+	kindFifo    = 'p'
+	kindSocket  = 's'
 )
 
 // Digest returns the Merkle digest of the tree at dir, "sha256:" followed by
@@ -38,12 +44,13 @@ const (
 // (dir itself may be one) and reads files with a fixed amount of memory,
 // several at a time.
 //
-// The digest depends only on names, kinds, permission bits, file contents
-// and link targets: never on modification times, owners, inode numbers or
-// the order the file system lists entries in, so two copies of a tree made
-// at different times or on different machines have the same digest as long
-// as their permission bits agree. A fifo, socket or device file anywhere in
-// the tree is an error (ErrSpecialFile), as is an entry that changes kind or
+// The digest depends only on names, kinds, permission bits, file contents,
+// link targets and device numbers: never on modification times, owners,
+// inode numbers or the order the file system lists entries in, so two
+// copies of a tree made at different times or on different machines have
+// the same digest as long as their permission bits agree. A fifo, socket
+// or device file in the tree is an error (ErrSpecialFile) unless
+// DigestTree is told it may be there, as is an entry that changes kind or
 // identity while it is read (ErrChanged). Errors are *Error naming the path.
 //
 // Encoding, so that a verifier elsewhere can recompute it. H is SHA-256, ||
@@ -51,12 +58,16 @@ const (
 //
 //	H(regular file) = H(its content)                  (what sha256sum prints)
 //	H(symlink)      = H(its target, the bytes readlink returns)
+//	H(device)       = H(major || minor), each 8 bytes  (character and block devices)
+//	H(fifo), H(socket) = H("")                         (never opened)
 //	H(directory)    = H("proctor-tree-v1" || 0x00 || E(c1) || E(c2) || ... || E(cn))
 //
 // where c1 … cn are the directory's entries other than "." and "..", sorted
 // by name as byte strings, and
 //
-//	E(c) = kind    1 byte:  'f' (0x66) file, 'd' (0x64) directory, 'l' (0x6c) symlink
+//	E(c) = kind    1 byte:  'f' (0x66) file, 'd' (0x64) directory, 'l' (0x6c) symlink,
+//	                        'c' (0x63) character device, 'b' (0x62) block device,
+//	                        'p' (0x70) fifo, 's' (0x73) socket
 //	    || mode    4 bytes: the POSIX permission bits, mode & 07777 (rwx for
 //	                        user, group and other, 04000 setuid, 02000 setgid,
 //	                        01000 sticky); 0 for a symlink
@@ -66,7 +77,8 @@ const (
 //
 // The digest is DigestPrefix followed by hex(H(dir)); the mode and name of
 // dir itself are not part of it. An empty directory hashes
-// H("proctor-tree-v1\x00").
+// H("proctor-tree-v1\x00"). A tree without fifos, sockets and devices has
+// the digest it had before the encoding knew them.
 func Digest(dir string) (string, error) {
 	return DigestCached(dir, nil)
 }
@@ -74,36 +86,100 @@ func Digest(dir string) (string, error) {
 // DigestCached is Digest with the content hashes of files taken from, and
 // added to, cache (nil for none). The result is the same.
 func DigestCached(dir string, cache *HashCache) (string, error) {
+	d, err := DigestTree(dir, DigestOptions{Cache: cache})
+	if err != nil {
+		return "", err
+	}
+	return d.Digest, nil
+}
+
+// DigestOptions adjust DigestTree.
+type DigestOptions struct {
+	// Cache supplies and remembers content hashes (nil for none).
+	Cache *HashCache
+	// Special lists directories of the tree (relative to its root,
+	// slash-separated, "." for all of it) below which fifos, sockets and
+	// devices are digested by kind and device number, never opened: a
+	// rootfs directory made by debootstrap has them under /dev. Anywhere
+	// else they are ErrSpecialFile.
+	Special []string
+	// SpecialExcept lists directories below those of Special where they
+	// are refused all the same (a workspace inside a rootfs).
+	SpecialExcept []string
+	// Subtrees names directories of the tree (relative, slash-separated)
+	// whose own digests are wanted too: the same walk gives them.
+	Subtrees []string
+}
+
+// TreeDigest is what DigestTree found: a plain value.
+type TreeDigest struct {
+	Digest   string            // the tree's, as Digest gives it
+	Subtrees map[string]string // the digest of each DigestOptions.Subtrees entry that is a directory
+	Special  []SpecialFile     // the fifos, sockets and devices found, sorted by path
+}
+
+// SpecialFile is a fifo, socket or device of a tree.
+type SpecialFile struct {
+	Path string      // relative to the tree's root, slash-separated
+	Mode fs.FileMode // type and permission bits
+	Rdev uint64      // a device's number; 0 for a fifo or socket
+}
+
+// DigestTree is Digest with options, giving more of what the walk saw.
+func DigestTree(dir string, o DigestOptions) (*TreeDigest, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
-		return "", &Error{File: dir, Err: err}
+		return nil, &Error{File: dir, Err: err}
 	}
 	resolved, err := filepath.EvalSymlinks(abs)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
-			return "", &Error{File: abs, Err: ErrMissing}
+			return nil, &Error{File: abs, Err: ErrMissing}
 		}
-		return "", &Error{File: abs, Err: err}
+		return nil, &Error{File: abs, Err: err}
 	}
 	root, err := os.OpenRoot(resolved)
 	if err != nil {
 		if fi, serr := os.Stat(resolved); serr == nil && !fi.IsDir() {
-			return "", &Error{File: resolved, Err: ErrNotDir}
+			return nil, &Error{File: resolved, Err: ErrNotDir}
 		}
-		return "", &Error{File: resolved, Err: err}
+		return nil, &Error{File: resolved, Err: err}
 	}
 	defer root.Close()
 
-	w := &walker{root: root, base: resolved, cache: cache}
-	top := &node{kind: kindDir}
+	w := &walker{root: root, base: resolved, cache: o.Cache, special: o.Special, except: o.SpecialExcept}
+	top := &node{kind: kindDir, rel: "."}
 	if err := w.walk(top, "."); err != nil {
-		return "", err
+		return nil, err
 	}
 	if err := w.hashFiles(); err != nil {
-		return "", err
+		return nil, err
 	}
 	sum := hashTree(top, sha256.New())
-	return DigestPrefix + hex.EncodeToString(sum[:]), nil
+	d := &TreeDigest{Digest: DigestPrefix + hex.EncodeToString(sum[:]), Subtrees: map[string]string{}, Special: w.found}
+	for _, sub := range o.Subtrees {
+		if n := top.find(path.Clean(sub)); n != nil && n.kind == kindDir {
+			d.Subtrees[sub] = DigestPrefix + hex.EncodeToString(n.hash[:])
+		}
+	}
+	slices.SortFunc(d.Special, func(a, b SpecialFile) int { return strings.Compare(a.Path, b.Path) })
+	return d, nil
+}
+
+// find returns the descendant of n at rel ("." for n), or nil.
+func (n *node) find(rel string) *node {
+	if rel == "." {
+		return n
+	}
+	cur := n
+	for _, name := range strings.Split(rel, "/") {
+		i, ok := slices.BinarySearchFunc(cur.children, name, func(c *node, name string) int { return strings.Compare(c.name, name) })
+		if !ok {
+			return nil
+		}
+		cur = cur.children[i]
+	}
+	return cur
 }
 
 // node is one entry of the tree being digested.
@@ -123,6 +199,24 @@ type walker struct {
 	base  string  // absolute path of the root, for errors
 	files []*node // regular files, in walk order, hashed by hashFiles
 	cache *HashCache
+	// special: where fifos, sockets and devices may be; found: those met.
+	special, except []string
+	found           []SpecialFile
+}
+
+// specialAllowed reports whether a special file may be at rel.
+func (w *walker) specialAllowed(rel string) bool {
+	for _, d := range w.except {
+		if d = path.Clean(d); d == "." || strings.HasPrefix(rel, d+"/") {
+			return false
+		}
+	}
+	for _, d := range w.special {
+		if d = path.Clean(d); d == "." || strings.HasPrefix(rel, d+"/") {
+			return true
+		}
+	}
+	return false
 }
 
 func (w *walker) errorAt(rel string, err error) error {
@@ -184,7 +278,31 @@ func (w *walker) walk(n *node, rel string) error {
 			}
 			c.hash = sha256.Sum256([]byte(target))
 		default:
-			return w.errorAt(crel, errorf(ErrSpecialFile, "special file (%s): a task must not contain fifos, sockets or devices", specialKind(m)))
+			if !w.specialAllowed(crel) {
+				return w.errorAt(crel, errorf(ErrSpecialFile, "special file (%s): a task must not contain fifos, sockets or devices outside its rootfs", specialKind(m)))
+			}
+			var rdev uint64
+			switch {
+			case m&fs.ModeCharDevice != 0:
+				c.kind, rdev = kindChar, rdevOf(info)
+			case m&fs.ModeDevice != 0:
+				c.kind, rdev = kindBlock, rdevOf(info)
+			case m&fs.ModeNamedPipe != 0:
+				c.kind = kindFifo
+			case m&fs.ModeSocket != 0:
+				c.kind = kindSocket
+			default:
+				return w.errorAt(crel, errorf(ErrSpecialFile, "special file (%s)", specialKind(m)))
+			}
+			if c.kind == kindChar || c.kind == kindBlock {
+				var num [16]byte
+				binary.BigEndian.PutUint64(num[:8], uint64(unix.Major(rdev)))
+				binary.BigEndian.PutUint64(num[8:], uint64(unix.Minor(rdev)))
+				c.hash = sha256.Sum256(num[:])
+			} else {
+				c.hash = sha256.Sum256(nil)
+			}
+			w.found = append(w.found, SpecialFile{Path: crel, Mode: m, Rdev: rdev})
 		}
 		n.children = append(n.children, c)
 	}
@@ -310,6 +428,14 @@ func permBits(m fs.FileMode) uint32 {
 		p |= 0o1000
 	}
 	return p
+}
+
+// rdevOf returns the device number of a device's lstat.
+func rdevOf(info fs.FileInfo) uint64 {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Rdev)
+	}
+	return 0
 }
 
 func specialKind(m fs.FileMode) string {

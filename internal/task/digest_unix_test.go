@@ -69,3 +69,85 @@ func TestDigestUnreadable(t *testing.T) {
 		t.Fatalf("Digest = %v, want an *Error naming %s", err, p)
 	}
 }
+
+// A rootfs directory may hold devices, fifos and sockets (debootstrap
+// makes /dev/null, /dev/console…): below the directories DigestTree is
+// told of, they are digested by kind, mode and device number, never
+// opened, and listed; the same tree elsewhere is still refused.
+func TestDigestTreeSpecialAllowed(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("skipping: needs root to make device nodes")
+	}
+	dir := t.TempDir()
+	sampleTree(t, dir)
+	rootfs := filepath.Join(dir, "environment", "rootfs")
+	if err := os.MkdirAll(filepath.Join(rootfs, "dev"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mk := func(rel string, mode uint32, dev int) {
+		t.Helper()
+		if err := syscall.Mknod(filepath.Join(rootfs, rel), mode, dev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mk("dev/null", syscall.S_IFCHR|0o666, 1<<8|3)
+	mk("dev/sda", syscall.S_IFBLK|0o660, 8<<8|0)
+	mk("dev/fifo", syscall.S_IFIFO|0o600, 0)
+	l, err := net.Listen("unix", filepath.Join(rootfs, "dev", "sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	l.Close()
+
+	if _, err := Digest(dir); !errors.Is(err, ErrSpecialFile) {
+		t.Fatalf("Digest = %v, want ErrSpecialFile", err)
+	}
+	if _, err := DigestTree(dir, DigestOptions{Special: []string{"environment/workspace"}}); !errors.Is(err, ErrSpecialFile) {
+		t.Fatalf("DigestTree with another directory allowed = %v, want ErrSpecialFile", err)
+	}
+	o := DigestOptions{Special: []string{"environment/rootfs"}, Subtrees: []string{"environment/rootfs", "nope"}}
+	d1, err := DigestTree(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, s := range d1.Special {
+		got = append(got, s.Path)
+	}
+	if want := "environment/rootfs/dev/fifo environment/rootfs/dev/null environment/rootfs/dev/sda environment/rootfs/dev/sock"; strings.Join(got, " ") != want {
+		t.Errorf("special files %q, want %q", got, want)
+	}
+	sub, err := DigestTree(rootfs, DigestOptions{Special: []string{"."}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d1.Subtrees["environment/rootfs"] != sub.Digest {
+		t.Errorf("subtree digest %s, the directory's own %s", d1.Subtrees["environment/rootfs"], sub.Digest)
+	}
+	if _, ok := d1.Subtrees["nope"]; ok {
+		t.Error("a subtree that does not exist has a digest")
+	}
+	again, _ := DigestTree(dir, o)
+	if again.Digest != d1.Digest {
+		t.Fatal("digest not stable")
+	}
+	// Each of kind, device number and mode moves the digest.
+	for i, change := range []func(){
+		func() { os.Remove(filepath.Join(rootfs, "dev/null")); mk("dev/null", syscall.S_IFCHR|0o666, 1<<8|5) },
+		func() { os.Remove(filepath.Join(rootfs, "dev/null")); mk("dev/null", syscall.S_IFBLK|0o666, 1<<8|5) },
+		func() { os.Chmod(filepath.Join(rootfs, "dev/null"), 0o600) },
+		func() { os.Remove(filepath.Join(rootfs, "dev/fifo")); mk("dev/fifo", syscall.S_IFREG|0o600, 0) },
+	} {
+		prev := d1.Digest
+		change()
+		d, err := DigestTree(dir, o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if d.Digest == prev {
+			t.Errorf("change %d left the digest at %s", i, prev)
+		}
+		d1 = d
+	}
+}

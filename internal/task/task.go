@@ -117,6 +117,39 @@ func (t *Task) AgentNetwork() (mode string, hosts []string) {
 	return t.Environment.NetworkMode, t.Environment.AllowedHosts
 }
 
+// DigestOptions are the options under which the task's directory is
+// digested (DigestTree): fifos, sockets and devices are allowed in its
+// rootfs directory, but not in a workspace inside it, and nowhere else
+// (tests/, solution/, the workspace refuse them, naming the path); the
+// rootfs's own digest, the environment's, comes from the same walk
+// (Subtrees[RootfsRel]).
+func (t *Task) DigestOptions(cache *HashCache) DigestOptions {
+	o := DigestOptions{Cache: cache}
+	if rel, ok := t.RootfsRel(); ok {
+		o.Special = []string{rel}
+		o.Subtrees = []string{rel}
+		if t.Proctor.Workspace != "" {
+			if ws, err := filepath.Rel(t.Dir, t.Proctor.Workspace); err == nil {
+				o.SpecialExcept = []string{filepath.ToSlash(ws)}
+			}
+		}
+	}
+	return o
+}
+
+// RootfsRel returns the rootfs directory relative to Dir (slash-separated),
+// when the environment is one.
+func (t *Task) RootfsRel() (string, bool) {
+	if t.Proctor.Rootfs == RootfsHost || t.Proctor.Rootfs == RootfsImage || t.Proctor.Rootfs == "" {
+		return "", false
+	}
+	rel, err := filepath.Rel(t.Dir, t.Proctor.Rootfs)
+	if err != nil {
+		return "", false
+	}
+	return filepath.ToSlash(rel), true
+}
+
 // VerifierConfig is the [verifier] table.
 type VerifierConfig struct {
 	Timeout time.Duration     // timeout_sec; DefaultVerifierTimeout when unset
