@@ -636,6 +636,13 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 		// The image is the environment, as in Harbor: resolved in the
 		// image store when the trial runs.
 		c.Rootfs = RootfsImage
+	} else if !ok {
+		// An environment declared only by a Dockerfile or a compose file
+		// must not silently become this machine's: refused, unless the
+		// task asks for the host by name.
+		if err := l.refuseBuildOnly(); err != nil {
+			return c, err
+		}
 	}
 
 	if v, ok, err := tb.str("workspace"); err != nil {
@@ -723,6 +730,22 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// buildFiles are the files by which a Harbor task declares an environment
+// to be built.
+var buildFiles = []string{"environment/Dockerfile", "environment/docker-compose.yaml", "environment/docker-compose.yml", "environment/compose.yaml", "environment/compose.yml"}
+
+// refuseBuildOnly refuses a task whose environment is only a file to build
+// from, naming the file and the ways out.
+func (l *loader) refuseBuildOnly() error {
+	for _, f := range buildFiles {
+		if _, _, err := l.resolve(f); err == nil {
+			return &Error{File: filepath.Join(l.dir, filepath.FromSlash(f)), Err: errorf(ErrUnsupported,
+				"the environment is built from this file, which Proctor cannot do yet: set [environment] docker_image to a prebuilt image (proctor image pull or import), or [proctor] rootfs to a directory (or \"host\" to run on this machine's /usr and /etc on purpose)")}
+		}
+	}
+	return nil
 }
 
 // dirField resolves the value of a path field that must name a directory

@@ -629,3 +629,39 @@ func TestLoadDockerImage(t *testing.T) {
 		}
 	}
 }
+
+// A Harbor task whose environment is only a Dockerfile (or a compose file)
+// is refused before anything runs, naming the file and the ways out, not
+// run on this machine's /usr and /etc in its place; asked for by name, or
+// with a prebuilt image, it loads.
+func TestLoadDockerfileOnly(t *testing.T) {
+	harbor := "version = \"1.0\"\n\n[metadata]\ndifficulty = \"easy\"\n\n[verifier]\ntimeout_sec = 900.0\n\n[agent]\ntimeout_sec = 900.0\n\n[environment]\nbuild_timeout_sec = 600.0\ncpus = 1\nmemory_mb = 2048\nstorage_mb = 10240\n"
+	for _, f := range []string{"environment/Dockerfile", "environment/docker-compose.yaml", "environment/compose.yml"} {
+		dir := newTask(t, files{"task.toml": harbor, f: "FROM debian:bookworm\nWORKDIR /app\n"})
+		_, err := Load(dir)
+		var e *Error
+		if !errors.As(err, &e) || !errors.Is(err, ErrUnsupported) || e.File != filepath.Join(dir, filepath.FromSlash(f)) {
+			t.Fatalf("%s: Load = %v, want an ErrUnsupported naming the file", f, err)
+		}
+		msg := err.Error()
+		for _, want := range []string{"docker_image", "proctor image pull", "[proctor] rootfs"} {
+			if !strings.Contains(msg, want) || strings.Contains(msg, "\n") {
+				t.Errorf("%s: message %q does not name %q on one line", f, msg, want)
+			}
+		}
+		// With a [proctor] table that leaves rootfs out: still refused.
+		dir = newTask(t, files{"task.toml": harbor + "\n[proctor]\ngrading = \"state\"\n", f: "FROM debian\n"})
+		if _, err := Load(dir); !errors.Is(err, ErrUnsupported) {
+			t.Errorf("%s with a [proctor] table: %v", f, err)
+		}
+	}
+	dir := newTask(t, files{"task.toml": harbor + "\n[proctor]\nrootfs = \"host\"\n", "environment/Dockerfile": "FROM debian\n"})
+	if tk, err := Load(dir); err != nil || tk.Proctor.Rootfs != RootfsHost {
+		t.Errorf("rootfs = \"host\" asked for by name: %v", err)
+	}
+	img := strings.Replace(harbor, "[environment]\n", "[environment]\ndocker_image = \"alexgshaw/hello:20251031\"\n", 1)
+	dir = newTask(t, files{"task.toml": img, "environment/Dockerfile": "FROM debian\n"})
+	if tk, err := Load(dir); err != nil || tk.Proctor.Rootfs != RootfsImage {
+		t.Errorf("docker_image beside the Dockerfile: %v", err)
+	}
+}
