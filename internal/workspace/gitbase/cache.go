@@ -32,7 +32,7 @@ import (
 // shallow clone (its history then depends on where src was cut).
 
 const (
-	cacheFormat = "proctor-gitbase-cache 1"
+	cacheFormat = "proctor-gitbase-cache 2"
 	markerName  = "complete"
 	repoName    = "repo"
 	tmpPrefix   = "tmp-"

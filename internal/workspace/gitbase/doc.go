@@ -9,7 +9,19 @@
 // with no configuration writes it): HEAD on refs/heads/main, one pack with
 // exactly the objects reachable from base, an index that makes git status
 // clean, the config git init writes, and, when the source is a shallow
-// clone, the shallow file. Copies are cached by commit and shared read-only.
+// clone, the shallow file. A submodule of base gets, at its path, a copy of
+// its own repository made the same way at the commit base records. Copies
+// are cached by commit and shared read-only.
+//
+// Whatever shape the source has (partial clones with promisor packs,
+// shallow, shared or referenced clones, cruft and kept packs, bitmaps, a
+// multi-pack-index, commit-graphs, packed refs, linked worktrees), every
+// copy is checked before it is published (verify.go): every object it
+// holds, in every pack and loose, against the set git finds reachable from
+// base in the copy alone, and every file of its .git against what a copy
+// is made of. Anything more is a *LeakError and the build is discarded. A
+// source lacking objects of base's history is refused (*MissingError);
+// nothing is ever fetched.
 //
 // What the package must never do:
 //
@@ -25,5 +37,7 @@
 //     transports turned off on its command line;
 //   - touch src's working tree or index, or write anything into src;
 //   - hand out a half-built copy: copies are built in a temporary directory,
-//     completed by a marker written last, and renamed into place.
+//     checked, completed by a marker written last, and renamed into place;
+//   - fetch: a missing object is an error, never a lazy fetch from a
+//     promisor remote.
 package gitbase

@@ -19,7 +19,62 @@ var (
 	// ErrUnsupported means the source repository uses a format this package
 	// cannot read: reftable ref storage or an unknown object format.
 	ErrUnsupported = errors.New("unsupported repository format")
+
+	// ErrMissingObjects matches every *MissingError with errors.Is.
+	ErrMissingObjects = errors.New("objects reachable from the base are missing")
+
+	// ErrLeak matches every *LeakError with errors.Is.
+	ErrLeak = errors.New("the copy holds more than the base's history")
 )
+
+// MissingError means the source repository lacks objects reachable from
+// the base commit: a partial clone (--filter=blob:none, tree:0) that never
+// fetched them, or a damaged one. Proctor never fetches; nothing was built.
+type MissingError struct {
+	Repo    string // the source repository, absolute
+	Commit  string // the base commit
+	Missing int    // how many objects are missing
+	First   string // the first missing object's id
+}
+
+func (e *MissingError) Error() string {
+	return fmt.Sprintf("%s lacks %d object(s) reachable from %s (first %s): fetch them, for a partial clone with git -C %s fetch --refetch --no-filter origin, or use a full clone",
+		e.Repo, e.Missing, e.Commit, e.First, e.Repo)
+}
+
+func (e *MissingError) Unwrap() error { return ErrMissingObjects }
+
+// LeakError means a copy failed the post-condition every copy is checked
+// against before it is published: it held an object not reachable from
+// the base, a file in .git that could name or hold another (a .promisor
+// or .keep file, an alternates file, a commit-graph, a second ref…), or
+// lacked an object it should hold. The copy was discarded.
+type LeakError struct {
+	Copy   string // the .git directory checked
+	Detail string // what was found
+}
+
+func (e *LeakError) Error() string {
+	return fmt.Sprintf("copy %s failed its check (%s) and was discarded", e.Copy, e.Detail)
+}
+
+func (e *LeakError) Unwrap() error { return ErrLeak }
+
+// SubmoduleError means a submodule the base records cannot be given to
+// the copy at the commit the base records: its repository is not in the
+// source (not initialised), or lacks that commit. Nothing was built.
+type SubmoduleError struct {
+	Repo   string // the superproject's source repository, absolute
+	Path   string // the submodule's path in the base's tree
+	Commit string // the commit the base records for it
+	Err    error
+}
+
+func (e *SubmoduleError) Error() string {
+	return fmt.Sprintf("submodule %s at %s: %v", e.Path, e.Commit, e.Err)
+}
+
+func (e *SubmoduleError) Unwrap() error { return e.Err }
 
 // RefError means Ref does not name a commit in the repository at Repo: no
 // such ref or object, an ambiguous abbreviation, or an object that is not a

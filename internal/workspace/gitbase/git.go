@@ -42,6 +42,11 @@ func newGit(path, home string) *git {
 		"GIT_ATTR_NOSYSTEM=1",
 		"GIT_TERMINAL_PROMPT=0",
 		"GIT_PAGER=cat",
+		// Never fetch a missing object from a promisor remote (git 2.45
+		// and later; older ones have no remote here to fetch from), and
+		// never let a replace ref stand for an object.
+		"GIT_NO_LAZY_FETCH=1",
+		"GIT_NO_REPLACE_OBJECTS=1",
 	}
 	if p, ok := os.LookupEnv("PATH"); ok {
 		env = append(env, "PATH="+p)

@@ -41,6 +41,12 @@ import (
 // Prepare is safe for concurrent use, also by several processes sharing
 // cacheDir.
 func Prepare(ctx context.Context, src, base, cacheDir string) (dir, commit string, err error) {
+	return prepare(ctx, src, base, cacheDir, 0)
+}
+
+// prepare is Prepare for a repository depth submodules below the one the
+// caller named.
+func prepare(ctx context.Context, src, base, cacheDir string, depth int) (dir, commit string, err error) {
 	if cacheDir == "" {
 		return "", "", errors.New("gitbase: no cache directory given")
 	}
@@ -74,7 +80,7 @@ func Prepare(ctx context.Context, src, base, cacheDir string) (dir, commit strin
 	if oid != "" {
 		expr = oid + rest
 	}
-	dir, commit, err = build(ctx, r, base, expr, shallow, cacheDir)
+	dir, commit, err = build(ctx, r, base, expr, shallow, cacheDir, depth)
 	if err != nil {
 		return "", "", err
 	}
@@ -128,16 +134,20 @@ func cached(cacheDir string, r *srcRepo, oid string, shallow []byte) (dir, commi
 //
 //	in tmp:      git init --quiet --template= --initial-branch=main [--object-format=sha256] repo
 //	in tmp/repo: git rev-parse --verify --quiet --end-of-options <expr>^{commit}  (src's objects lent)
-//	             git update-ref refs/heads/main <commit>                           (src's objects lent)
-//	             git repack -a -d -q -n                                           (src's objects lent)
+//	             git rev-list --objects --missing=print <commit>                  (src's objects lent)
+//	             git pack-objects -q --delta-base-offset .git/objects/pack/pack   (src's objects lent)
+//	             git update-ref refs/heads/main <commit>
 //	             git cat-file --batch-check                                       (shallow src only)
-//	             git fsck --connectivity-only --no-dangling --no-progress
 //	             git read-tree --reset -u <commit>
+//	             git ls-files --stage -z, git config --blob <commit>:.gitmodules  (submodules, then each built alike)
 //	             git update-index -q --refresh                                    (only if modes were fixed)
+//	             git config --file .git/config --null --list                      (the post-condition, verify.go)
+//	             git rev-list --objects --no-object-names <commit>
+//	             git ls-files --stage -z
 //
 // "src's objects lent" means GIT_ALTERNATE_OBJECT_DIRECTORIES names src's
 // object directory; no git command ever runs in src or reads its config.
-func build(ctx context.Context, r *srcRepo, base, expr string, shallow []byte, cacheDir string) (dir, commit string, err error) {
+func build(ctx context.Context, r *srcRepo, base, expr string, shallow []byte, cacheDir string, depth int) (dir, commit string, err error) {
 	gitPath, err := exec.LookPath("git")
 	if err != nil {
 		return "", "", fmt.Errorf("gitbase: %w", ErrGitNotFound)
@@ -215,10 +225,25 @@ func build(ctx context.Context, r *srcRepo, base, expr string, shallow []byte, c
 		return dir, commit, nil // built by someone else while we waited
 	}
 
-	if err := fill(ctx, g, repoDir, own, lent, commit, shallow); err != nil {
+	if err := fill(ctx, g, r, repoDir, own, lent, commit, shallow); err != nil {
+		var me *MissingError
+		if errors.As(err, &me) {
+			return "", "", fmt.Errorf("gitbase: %w", err)
+		}
 		return "", "", fmt.Errorf("gitbase: building %s at %s: %w", r.path, commit, err)
 	}
-	if err := finish(ctx, g, tmp, tmpLock, repoDir, own, commit); err != nil {
+	if err := placeSubmodules(ctx, g, r, repoDir, own, commit, cacheDir, depth); err != nil {
+		var se *SubmoduleError
+		if errors.As(err, &se) {
+			return "", "", fmt.Errorf("gitbase: %s: %w", r.path, err)
+		}
+		return "", "", fmt.Errorf("gitbase: building %s at %s: %w", r.path, commit, err)
+	}
+	if err := finish(ctx, g, tmp, tmpLock, repoDir, own, commit, r.hexLen, shallow != nil); err != nil {
+		var le *LeakError
+		if errors.As(err, &le) {
+			return "", "", fmt.Errorf("gitbase: %s at %s: %w", r.path, commit, err)
+		}
 		return "", "", fmt.Errorf("gitbase: building %s at %s: %w", r.path, commit, err)
 	}
 	dir, err = publish(tmp, cacheDir, key, commit)
@@ -230,7 +255,15 @@ func build(ctx context.Context, r *srcRepo, base, expr string, shallow []byte, c
 }
 
 // fill gives the new repository base's history and checks it out.
-func fill(ctx context.Context, g *git, repoDir string, own, lent []string, commit string, shallow []byte) error {
+//
+// The objects are chosen by one walk from base (rev-list, with src's
+// objects lent) and packed from that list alone (pack-objects without
+// --revs). Nothing of src's but the objects the walk named can get in:
+// not its promisor packs (which "repack -a" keeps whole, reachable or not),
+// not its kept or cruft packs, not a pack's unreachable neighbours. An
+// object the walk cannot find is never fetched: the build stops with a
+// *MissingError naming it.
+func fill(ctx context.Context, g *git, r *srcRepo, repoDir string, own, lent []string, commit string, shallow []byte) error {
 	gitDir := filepath.Join(repoDir, ".git")
 	if shallow != nil {
 		// src lacks the parents of these commits; without the list the
@@ -239,13 +272,24 @@ func fill(ctx context.Context, g *git, repoDir string, own, lent []string, commi
 			return err
 		}
 	}
-	if _, err := g.run(ctx, repoDir, lent, "update-ref", "refs/heads/main", commit); err != nil {
+	out, err := g.run(ctx, repoDir, lent, "rev-list", "--objects", "--missing=print", commit)
+	if err != nil {
 		return err
 	}
-	// With src's objects lent, "repack -a" copies every object reachable
-	// from main, and nothing else, into one pack of the new repository (as
-	// "git clone --dissociate" does).
-	if _, err := g.run(ctx, repoDir, lent, "repack", "-a", "-d", "-q", "-n"); err != nil {
+	list, missing, first, err := objectList(out, r.hexLen)
+	if err != nil {
+		return err
+	}
+	if missing > 0 {
+		return &MissingError{Repo: r.path, Commit: commit, Missing: missing, First: first}
+	}
+	if _, err := g.runInput(ctx, repoDir, lent, list, "pack-objects", "-q", "--delta-base-offset",
+		filepath.Join(gitDir, "objects", "pack", "pack")); err != nil {
+		return err
+	}
+	// From here on, without src's objects: the new repository must be
+	// complete alone (verifyCopy checks it is, and holds nothing more).
+	if _, err := g.run(ctx, repoDir, own, "update-ref", "refs/heads/main", commit); err != nil {
 		return err
 	}
 	if shallow != nil {
@@ -253,14 +297,37 @@ func fill(ctx context.Context, g *git, repoDir string, own, lent []string, commi
 			return err
 		}
 	}
-	// Without src's objects: the new repository must be complete alone.
-	if _, err := g.run(ctx, repoDir, own, "fsck", "--connectivity-only", "--no-dangling", "--no-progress"); err != nil {
-		return err
-	}
 	if _, err := g.run(ctx, repoDir, own, "read-tree", "--reset", "-u", commit); err != nil {
 		return err
 	}
 	return nil
+}
+
+// objectList reads the output of rev-list --objects --missing=print: the
+// ids of the objects found (one a line, for pack-objects, with the path git
+// prints beside them), how many are missing and the first of those. A line
+// that is neither is an error: nothing git did not name may be packed.
+func objectList(out []byte, hexLen int) (list []byte, missing int, first string, err error) {
+	var b bytes.Buffer
+	for _, l := range bytes.Split(out, []byte("\n")) {
+		if len(l) == 0 {
+			continue
+		}
+		if l[0] == '?' {
+			if id := string(l[1:]); len(id) == hexLen && isHex(id) {
+				if missing++; first == "" {
+					first = id
+				}
+				continue
+			}
+		} else if len(l) >= hexLen && isHex(string(l[:hexLen])) && (len(l) == hexLen || l[hexLen] == ' ') {
+			b.Write(l)
+			b.WriteByte('\n')
+			continue
+		}
+		return nil, 0, "", fmt.Errorf("git rev-list: unexpected line %q", l)
+	}
+	return b.Bytes(), missing, first, nil
 }
 
 // trimShallow keeps in the new repository's shallow file only the commits it
@@ -286,12 +353,16 @@ func trimShallow(ctx context.Context, g *git, repoDir string, own []string, shal
 	return os.WriteFile(path, keep.Bytes(), 0o644)
 }
 
+// testHookBeforeVerify lets a test change a copy just before the
+// post-condition is checked.
+var testHookBeforeVerify func(repoDir string)
+
 // gitDirKeep is everything the new .git may hold.
 var gitDirKeep = map[string]bool{"HEAD": true, "config": true, "index": true, "objects": true, "refs": true, "shallow": true}
 
 // finish removes what does not belong, fixes modes, makes the build durable
 // and writes the marker.
-func finish(ctx context.Context, g *git, tmp string, tmpLock *os.File, repoDir string, own []string, commit string) error {
+func finish(ctx context.Context, g *git, tmp string, tmpLock *os.File, repoDir string, own []string, commit string, hexLen int, shallow bool) error {
 	gitDir := filepath.Join(repoDir, ".git")
 	ents, err := os.ReadDir(gitDir)
 	if err != nil {
@@ -302,11 +373,6 @@ func finish(ctx context.Context, g *git, tmp string, tmpLock *os.File, repoDir s
 			if err := os.RemoveAll(filepath.Join(gitDir, e.Name())); err != nil {
 				return err
 			}
-		}
-	}
-	for _, p := range []string{"objects/info/alternates", "objects/info/packs"} {
-		if err := os.Remove(filepath.Join(gitDir, p)); err != nil && !os.IsNotExist(err) {
-			return err
 		}
 	}
 	if err := os.RemoveAll(filepath.Join(tmp, "home")); err != nil {
@@ -326,6 +392,17 @@ func finish(ctx context.Context, g *git, tmp string, tmpLock *os.File, repoDir s
 		if err := os.Chmod(filepath.Join(gitDir, "index"), 0o644); err != nil {
 			return err
 		}
+	}
+
+	// The post-condition, last, on the copy as it will be published.
+	if testHookBeforeVerify != nil {
+		testHookBeforeVerify(repoDir)
+	}
+	if err := verifyCopy(ctx, g, repoDir, own, commit, hexLen, shallow); err != nil {
+		return err
+	}
+	if err := verifySubmodules(ctx, g, repoDir, own); err != nil {
+		return err
 	}
 
 	// The marker must not reach the disk before what it vouches for.
