@@ -670,14 +670,13 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 	}
 	hasGit := false
 	if c.Workspace != "" {
-		fi, err := l.root.Lstat(filepath.Join(relTo(t.Dir, c.Workspace), ".git"))
-		hasGit = err == nil && fi.IsDir()
+		hasGit = l.isGitRepo(relTo(t.Dir, c.Workspace))
 	}
 	switch {
 	case c.GitBase != "" && c.Workspace == "":
 		return c, tb.errorf("git_base", ErrNotGitRepo, "set, but the task has no workspace")
 	case c.GitBase != "" && !hasGit:
-		return c, tb.errorf("git_base", ErrNotGitRepo, "workspace %q is not a git repository (no .git directory)", relTo(t.Dir, c.Workspace))
+		return c, tb.errorf("git_base", ErrNotGitRepo, "workspace %q is not a git repository (no .git directory or file, not a bare repository)", relTo(t.Dir, c.Workspace))
 	case c.GitBase == "" && hasGit:
 		c.GitBase = "HEAD"
 	}
@@ -730,6 +729,22 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+// isGitRepo reports whether the directory rel holds a git repository: a
+// .git directory, a .git file naming the git directory elsewhere (a linked
+// worktree, --separate-git-dir), or a bare repository.
+func (l *loader) isGitRepo(rel string) bool {
+	if fi, err := l.root.Lstat(filepath.Join(rel, ".git")); err == nil && fi.IsDir() {
+		return true
+	} else if err == nil && fi.Mode().IsRegular() && fi.Size() < 4096 {
+		b, err := l.root.ReadFile(filepath.Join(rel, ".git"))
+		return err == nil && strings.HasPrefix(string(b), "gitdir:")
+	}
+	head, err1 := l.root.Lstat(filepath.Join(rel, "HEAD"))
+	objects, err2 := l.root.Lstat(filepath.Join(rel, "objects"))
+	refs, err3 := l.root.Lstat(filepath.Join(rel, "refs"))
+	return err1 == nil && err2 == nil && err3 == nil && head.Mode().IsRegular() && objects.IsDir() && refs.IsDir()
 }
 
 // buildFiles are the files by which a Harbor task declares an environment

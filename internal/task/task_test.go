@@ -378,7 +378,7 @@ func TestLoadErrors(t *testing.T) {
 
 		{name: "git_base without git", extra: files{"task.toml": "[proctor]\ngit_base = \"main\"\n", "environment/workspace/x": ""}, field: "[proctor].git_base", is: ErrNotGitRepo},
 		{name: "git_base without workspace", extra: files{"task.toml": "[proctor]\ngit_base = \"main\"\n"}, field: "[proctor].git_base", is: ErrNotGitRepo},
-		{name: "git_base with .git a file", extra: files{"task.toml": "[proctor]\ngit_base = \"main\"\n", "environment/workspace/.git": "gitdir: /elsewhere"}, field: "[proctor].git_base", is: ErrNotGitRepo},
+		{name: "git_base with .git a file that is no gitfile", extra: files{"task.toml": "[proctor]\ngit_base = \"main\"\n", "environment/workspace/.git": "not a gitfile"}, field: "[proctor].git_base", is: ErrNotGitRepo},
 		{name: "unknown grading", extra: files{"task.toml": "[proctor]\ngrading = \"x\"\n"}, field: "[proctor].grading", is: ErrUnknownValue, msg: `unknown value "x" (want "workspace" or "state")`},
 		{name: "bad glob", extra: files{"task.toml": "[proctor]\nprotected = [\"ok/**\", \"a/[b\"]\n"}, field: "[proctor].protected[1]", is: ErrValue},
 		{name: "empty glob", extra: files{"task.toml": "[proctor]\nprotected = [\"\"]\n"}, field: "[proctor].protected[0]", is: ErrValue},
@@ -663,5 +663,25 @@ func TestLoadDockerfileOnly(t *testing.T) {
 	dir = newTask(t, files{"task.toml": img, "environment/Dockerfile": "FROM debian\n"})
 	if tk, err := Load(dir); err != nil || tk.Proctor.Rootfs != RootfsImage {
 		t.Errorf("docker_image beside the Dockerfile: %v", err)
+	}
+}
+
+// A workspace's repository may have any shape git makes: a .git directory,
+// a .git file naming the git directory elsewhere (a linked worktree,
+// --separate-git-dir), or a bare repository; each defaults to git_base HEAD.
+func TestLoadGitWorkspaceShapes(t *testing.T) {
+	for name, extra := range map[string]files{
+		".git directory": {"environment/workspace/.git/HEAD": "ref: refs/heads/main\n"},
+		"gitfile":        {"environment/workspace/.git": "gitdir: /srv/repo/.git/worktrees/ws\n"},
+		"bare":           {"environment/workspace/HEAD": "ref: refs/heads/main\n", "environment/workspace/objects/": "", "environment/workspace/refs/": ""},
+	} {
+		tk, err := Load(newTask(t, extra))
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		if tk.Proctor.GitBase != "HEAD" {
+			t.Errorf("%s: git_base %q, want the default HEAD", name, tk.Proctor.GitBase)
+		}
 	}
 }

@@ -146,7 +146,7 @@ func commit(t testing.TB, dir, msg string) string {
 }
 
 // project makes the slug project at dir and records its later objects.
-func project(t testing.TB, dir, prefix string, later map[string]string, initArgs ...string) (base string) {
+func project(t testing.TB, dir, prefix string, later map[string]string, variant string, initArgs ...string) (base string) {
 	t.Helper()
 	Git(t, dir, append([]string{"init", "-q"}, initArgs...)...)
 	// A server of partial clones, as hosting services are.
@@ -157,7 +157,7 @@ func project(t testing.TB, dir, prefix string, later map[string]string, initArgs
 	commit(t, dir, "slugify: first version")
 	// README.md changes: its first blob is only in the base's history,
 	// not in the base's tree (what a blobless clone of the base lacks).
-	writeFile(t, filepath.Join(dir, "README.md"), "Slugs for titles.\n")
+	writeFile(t, filepath.Join(dir, "README.md"), "Slugs for titles.\n"+variant)
 	writeFile(t, filepath.Join(dir, "tests", "test_basic.py"), "import unittest\n\nfrom slug import slugify\n\n\nclass Basic(unittest.TestCase):\n    def test_lower(self):\n        self.assertEqual(slugify(\"abc\"), \"abc\")\n")
 	base = commit(t, dir, "tests: basic")
 	Git(t, dir, "tag", "-a", "-m", "release 1.0", GitBase)
@@ -183,7 +183,13 @@ func project(t testing.TB, dir, prefix string, later map[string]string, initArgs
 
 // NewUpstream makes the upstream project and its submodule's in
 // t.TempDir().
-func NewUpstream(t testing.TB) *Upstream {
+func NewUpstream(t testing.TB) *Upstream { return NewUpstreamVariant(t, "") }
+
+// NewUpstreamVariant is NewUpstream for a project whose commits differ
+// from NewUpstream's (its README names the variant): a shape that must be
+// refused is given one, so that a copy cached from another shape's
+// complete source cannot answer for it (copies are cached by commit).
+func NewUpstreamVariant(t testing.TB, variant string) *Upstream {
 	t.Helper()
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Fatalf("needs git in PATH (Debian package git): %v", err)
@@ -196,15 +202,15 @@ func NewUpstream(t testing.TB) *Upstream {
 			t.Fatal(err)
 		}
 	}
-	up.Base = project(t, up.Dir, "", up.Later)
-	project(t, up.SubDir, "lib ", up.SuperLater)
+	up.Base = project(t, up.Dir, "", up.Later, variant)
+	project(t, up.SubDir, "lib ", up.SuperLater, variant)
 
 	// The superproject: lib at its v1.0 in the base, at its fix later.
 	s := up.SuperDir
 	Git(t, s, "init", "-q")
 	Git(t, s, "config", "uploadpack.allowFilter", "true")
 	writeFile(t, filepath.Join(s, "slug.py"), BaseSlug)
-	writeFile(t, filepath.Join(s, "tests", "test_basic.py"), "")
+	writeFile(t, filepath.Join(s, "tests", "test_basic.py"), variant)
 	Git(t, s, "submodule", "--quiet", "add", "file://"+up.SubDir, "lib")
 	Git(t, filepath.Join(s, "lib"), "checkout", "-q", GitBase)
 	up.SuperBase = commit(t, s, "with lib 1.0")
@@ -357,7 +363,7 @@ func GitShapes() []GitShape {
 				t.Fatal(err)
 			}
 			r := Repo{Later: map[string]string{}}
-			r.Base = project(t, dst, "", r.Later, "--object-format=sha256")
+			r.Base = project(t, dst, "", r.Later, "", "--object-format=sha256")
 			Git(t, dst, "gc", "-q")
 			return r
 		}},
