@@ -122,6 +122,10 @@ func (s *scratch) close() error {
 type layer struct {
 	dst   string
 	lower string
+	// mask, when set, is a lower directory of whiteouts above lower: the
+	// special files of lower it names do not exist in the sandbox (nor,
+	// for the policy, in the pristine environment).
+	mask  string
 	upper string
 	work  string
 	hide  []string
@@ -136,6 +140,10 @@ type layout struct {
 // environment is the read-only root every sandbox of a trial starts from.
 type environment struct {
 	rootfs string // sandbox.RootfsHost or an absolute directory
+	// mask, when set, is a layer of whiteouts over the rootfs directory
+	// that hides each of its fifos, sockets and devices from every
+	// sandbox, whose /dev is the harness's own (mask.go).
+	mask string
 }
 
 // buildLayout makes the layers of a sandbox in s: the root (the rootfs
@@ -156,7 +164,7 @@ func buildLayout(s *scratch, env environment, workdir, wsLower string, hostMasks
 		}
 		l.masks = append(sandbox.HostMaskPaths(), hostMasks...)
 	}
-	l.layers = append([]layer{{dst: "/", lower: rootLower}}, l.layers...)
+	l.layers = append([]layer{{dst: "/", lower: rootLower, mask: env.mask}}, l.layers...)
 	if wsLower != "" {
 		l.layers = append(l.layers, layer{dst: workdir, lower: wsLower})
 	}
@@ -240,7 +248,11 @@ func makeSkeleton(skel, workdir string) ([]string, error) {
 func (l *layout) overlays() []sandbox.Overlay {
 	var os []sandbox.Overlay
 	for _, ly := range l.layers {
-		os = append(os, sandbox.Overlay{Dst: ly.dst, Lower: []string{ly.lower}, Upper: ly.upper, Work: ly.work})
+		lower := []string{ly.lower}
+		if ly.mask != "" {
+			lower = []string{ly.mask, ly.lower} // uppermost first
+		}
+		os = append(os, sandbox.Overlay{Dst: ly.dst, Lower: lower, Upper: ly.upper, Work: ly.work})
 	}
 	return os
 }
@@ -432,6 +444,10 @@ func (l *layout) lstatLower(p string) (pristineKind, string, error) {
 		return pristineAbsent, "", err
 	}
 	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFCHR, unix.S_IFBLK, unix.S_IFIFO, unix.S_IFSOCK:
+		if ly.mask != "" {
+			return pristineAbsent, "", nil // hidden by the mask: never in a sandbox
+		}
 	case unix.S_IFDIR:
 		return pristineDir, "", nil
 	case unix.S_IFLNK:

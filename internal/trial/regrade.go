@@ -77,6 +77,9 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
+	if err := r.checkInputs(); err != nil {
+		return nil, err
+	}
 	v.Pinned = r.pinned()
 	if err := makeOut(o.Out); err != nil {
 		return nil, err
@@ -97,6 +100,7 @@ func (r *runner) regrade(ctx context.Context, archive string, cs *workspace.Chan
 	if err := cleanStaleScratch(r.o.ScratchDir); err != nil {
 		return err
 	}
+	r.startRecheck()
 	return r.gradePhase(ctx, archive, cs)
 }
 

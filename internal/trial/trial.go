@@ -116,6 +116,11 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
+	// Every check of the task's form, its digest included, before anything
+	// runs: no trial runs an agent and then fails on the task's form.
+	if err := r.checkInputs(); err != nil {
+		return nil, err
+	}
 	v.Pinned = r.pinned()
 	if o.Net.Replay != nil {
 		v.Replay = &ReplayRef{}
@@ -201,23 +206,39 @@ func (o *Options) check() error {
 	return nil
 }
 
-// beside runs work with the digests of every input taken beside it, and
-// records the first error of either in the verdict (and returns it), with
-// the timings.
+// beside runs work with the host environment's digest taken beside it, and
+// the recheck of the task's inputs beside whatever follows the agent phase
+// (work starts it with startRecheck), and records the first error of any
+// in the verdict (and returns it), with the timings.
 func (r *runner) beside(work func() error) error {
 	start := time.Now()
 	digested := make(chan error, 1)
-	go func() { digested <- r.digest() }()
+	go func() { digested <- r.digestHost() }()
 	err := work()
+	if r.rechecked == nil {
+		r.startRecheck()
+	}
+	if derr := <-r.rechecked; derr != nil && err == nil {
+		err = derr
+	}
 	if derr := <-digested; derr != nil && err == nil {
 		err = derr
 	}
 	r.v.TimingsMS["digest"] = r.digestMS
-	r.v.TimingsMS["total"] = time.Since(start).Milliseconds() + r.v.TimingsMS["prepare"]
+	r.v.TimingsMS["recheck"] = r.recheckMS
+	r.v.TimingsMS["total"] = time.Since(start).Milliseconds() + r.v.TimingsMS["prepare"] + r.v.TimingsMS["inputs"]
 	if err != nil {
 		r.v.Error = err.Error()
 	}
 	return err
+}
+
+// startRecheck digests the task's inputs again, in the background: they
+// must be as they were when the trial started. Started once the agent
+// phase is over, it covers every moment the agent ran.
+func (r *runner) startRecheck() {
+	r.rechecked = make(chan error, 1)
+	go func() { r.rechecked <- r.recheck() }()
 }
 
 func makeOut(out string) error {
@@ -240,7 +261,10 @@ type runner struct {
 	v        *Verdict
 	env      environment
 	ws       string            // the workspace's lower directory, or ""
-	digestMS int64             // set by digest, read after it is done
+	digestMS int64             // set by digestHost, read after it is done
+	// rechecked delivers recheck's result; recheckMS is its time.
+	rechecked chan error
+	recheckMS int64
 	audit    *audit.Log        // the trial's timeline; nil in a regrade
 	keys     map[string]string // the gateways' real keys, by gateway name
 	// hostMasks are a "host" environment's unreadable files and
@@ -248,6 +272,7 @@ type runner struct {
 	hostMasks []string
 	hostScan  *hostScan    // the host scan, for the environment digest
 	image     *image.Image // the environment's image, for an image task
+	inputs    *inputs      // the digests checkInputs took before anything ran
 }
 
 func (r *runner) say(format string, args ...any) {
@@ -277,7 +302,9 @@ func (r *runner) run(ctx context.Context) error {
 		return err
 	}
 	r.v.TimingsMS["layout"] = time.Since(layoutStart).Milliseconds()
-	if err := r.agentPhase(ctx, agentLayout, agentScratch); err != nil {
+	err = r.agentPhase(ctx, agentLayout, agentScratch)
+	r.startRecheck()
+	if err != nil {
 		return err
 	}
 
@@ -371,49 +398,48 @@ func (r *runner) prepare(ctx context.Context) error {
 	return nil
 }
 
-// digest records the digests of every input: the task, the agent directory
-// and the environment. Nothing the agent does can change them (they are
-// read-only lower layers or not in its sandbox at all), so this runs beside
-// the agent phase; the verdict waits for it.
-func (r *runner) digest() error {
+// recheck walks the task's inputs again: a task edited while its trial
+// runs is an error, not a verdict on a tree nobody ran.
+func (r *runner) recheck() error {
 	start := time.Now()
-	defer func() { r.digestMS = time.Since(start).Milliseconds() }()
-	t := r.o.Task
-	// Digests of big trees are cheap the second time: file hashes are
-	// cached by identity.
+	defer func() { r.recheckMS = time.Since(start).Milliseconds() }()
 	cache, err := task.OpenHashCache(filepath.Join(r.o.CacheDir, "hashes"))
 	if err != nil {
 		return err
 	}
-	d, err := task.DigestCached(t.Dir, cache)
+	again, err := digestInputs(r.o.Task, r.o.AgentDir, cache)
 	if err != nil {
-		return fmt.Errorf("digesting the task: %w", err)
+		return fmt.Errorf("the task changed while its trial ran: %w", err)
 	}
-	r.v.Task.Digest = d
-	if r.o.AgentDir != "" {
-		if r.v.Agent.DirDigest, err = task.DigestCached(r.o.AgentDir, cache); err != nil {
-			return fmt.Errorf("digesting --agent-dir: %w", err)
+	return r.inputs.same(again)
+}
+
+// digestHost takes, beside the agent phase, the digest of a "host"
+// environment (the first time it reads all of /usr). Nothing the agent
+// does can change it (the host's directories are read-only lower layers);
+// the verdict waits for it.
+func (r *runner) digestHost() error {
+	start := time.Now()
+	defer func() { r.digestMS = time.Since(start).Milliseconds() }()
+	if r.o.Task.Proctor.Rootfs != sandbox.RootfsHost {
+		return nil
+	}
+	missing := 0
+	for _, e := range r.hostScan.now {
+		if len(e.Own) == 0 {
+			missing++
 		}
 	}
-	if t.Proctor.Rootfs == sandbox.RootfsHost {
-		missing := 0
-		for _, e := range r.hostScan.now {
-			if len(e.Own) == 0 {
-				missing++
-			}
-		}
-		if missing > 1000 {
-			r.say("digesting the host environment: %d directories to read (the first time reads all of /usr; later trials reuse it)", missing)
-		}
-		r.v.Environment.Digest, err = hostDigest(r.hostScan, sandbox.HostDirs,
-			filepath.Join(r.o.CacheDir, "hashes-host"), filepath.Join(r.o.CacheDir, "hostscan"))
-	} else if r.image == nil {
-		r.v.Environment.Digest, err = task.DigestCached(t.Proctor.Rootfs, cache)
-	} // an image's digest is its manifest's, set when it was resolved
+	if missing > 1000 {
+		r.say("digesting the host environment: %d directories to read (the first time reads all of /usr; later trials reuse it)", missing)
+	}
+	var err error
+	r.v.Environment.Digest, err = hostDigest(r.hostScan, sandbox.HostDirs,
+		filepath.Join(r.o.CacheDir, "hashes-host"), filepath.Join(r.o.CacheDir, "hostscan"))
 	if err != nil {
 		return fmt.Errorf("digesting the environment: %w", err)
 	}
-	return cache.Save()
+	return nil
 }
 
 // envMap is envList's map before the harness's own values.
