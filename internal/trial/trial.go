@@ -260,13 +260,13 @@ type runner struct {
 	o        Options
 	v        *Verdict
 	env      environment
-	ws       string            // the workspace's lower directory, or ""
-	digestMS int64             // set by digestHost, read after it is done
+	ws       string // the workspace's lower directory, or ""
+	digestMS int64  // set by digestHost, read after it is done
 	// rechecked delivers recheck's result; recheckMS is its time.
 	rechecked chan error
 	recheckMS int64
-	audit    *audit.Log        // the trial's timeline; nil in a regrade
-	keys     map[string]string // the gateways' real keys, by gateway name
+	audit     *audit.Log        // the trial's timeline; nil in a regrade
+	keys      map[string]string // the gateways' real keys, by gateway name
 	// hostMasks are a "host" environment's unreadable files and
 	// directories (hostscan.go).
 	hostMasks []string
