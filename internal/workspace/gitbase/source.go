@@ -23,6 +23,7 @@ type srcRepo struct {
 	objects   string // commonDir/objects
 	format    string // "sha1" or "sha256"
 	hexLen    int    // 40 or 64
+	reftable  bool   // refs are in a reftable stack (reftable.go), not files
 }
 
 // maxSmallFile bounds what is read from a ref, gitfile, commondir or config
@@ -104,8 +105,13 @@ func openSrc(src string) (*srcRepo, error) {
 	default:
 		return nil, fmt.Errorf("gitbase: %s: %w: object format %q", abs, ErrUnsupported, format)
 	}
-	if (refStorage != "" && refStorage != "files") || isDir(filepath.Join(r.commonDir, "reftable")) {
-		return nil, fmt.Errorf("gitbase: %s: %w: reftable ref storage", abs, ErrUnsupported)
+	switch {
+	case refStorage == "reftable":
+		r.reftable = true
+	case refStorage != "" && refStorage != "files":
+		return nil, fmt.Errorf("gitbase: %s: %w: ref storage %q", abs, ErrUnsupported, refStorage)
+	case isDir(filepath.Join(r.commonDir, "reftable")):
+		return nil, fmt.Errorf("gitbase: %s: %w: a reftable directory, but extensions.refStorage does not say reftable", abs, ErrUnsupported)
 	}
 	return r, nil
 }
@@ -199,6 +205,11 @@ func (r *srcRepo) resolveName(name string) (oid string, ok bool) {
 // readRef reads one full ref name, following symbolic refs. found is false
 // when there is no such ref (or it is a dangling symbolic ref).
 func (r *srcRepo) readRef(name string) (oid string, found bool, err error) {
+	if r.reftable && name != "FETCH_HEAD" && name != "MERGE_HEAD" {
+		// Of the refs, only these pseudorefs stay files in a reftable
+		// repository; HEAD's file is a placeholder.
+		return r.readReftableRef(name)
+	}
 	for range 5 { // git's SYMREF_MAXDEPTH
 		b, err := readSmall(r.refPath(name))
 		switch {
