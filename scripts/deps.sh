@@ -5,7 +5,8 @@
 # compiler the sandbox tests run inside), git and python3 (also run inside),
 # chromium (renders the HTML report headless in its tests), python3-pytest
 # (structured results graded from JUnit reports), python3-markupsafe (the
-# one dependency of Jinja2, the real Python library a SWE-bench test grades).
+# one dependency of Jinja2, the real Python library a SWE-bench test grades),
+# mmdebstrap (Debian root filesystems as tasks' rootfs directories).
 set -euo pipefail
 need=()
 command -v busybox >/dev/null || need+=(busybox-static)
@@ -13,6 +14,9 @@ command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v hyperfine >/dev/null || need+=(hyperfine)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v git >/dev/null || need+=(git)
+# Root filesystems as users make them, for the tests of real input shapes
+# (and, with a newer Debian's git, reftable repositories).
+command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v python3 >/dev/null || need+=(python3)
 command -v chromium >/dev/null || need+=(chromium)
 # pytest for the python3 sandboxes find first on their PATH (/usr/bin).

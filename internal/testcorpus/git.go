@@ -74,6 +74,10 @@ type GitShape struct {
 type Repo struct {
 	Base  string
 	Later map[string]string // what → object id (commits, blobs, tags)
+	// Objects, when set, are the ids reachable from Base, for a shape this
+	// machine's git cannot open (a reftable repository and git 2.39);
+	// otherwise git in the repository says.
+	Objects []string
 }
 
 // Upstream is the upstream project, made once per test by NewUpstream.
@@ -357,6 +361,12 @@ func GitShapes() []GitShape {
 			up.clone(t, dst)
 			Git(t, dst, "replace", GitBase+"^{commit}", "origin/main")
 			return up.repo()
+		}},
+		{Name: "reftable (git 2.47)", Make: func(t testing.TB, up *Upstream, dst string) Repo {
+			reftableClone(t, up.Dir, dst)
+			r := up.repo()
+			r.Objects = strings.Split(Git(t, up.Dir, "rev-list", "--objects", "--no-object-names", up.Base), "\n")
+			return r
 		}},
 		{Name: "sha256", Make: func(t testing.TB, up *Upstream, dst string) Repo {
 			if err := os.Mkdir(dst, 0o755); err != nil {

@@ -1,0 +1,144 @@
+package testcorpus
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// DebianRoot returns a Debian root filesystem made by mmdebstrap
+// (--variant=minbase, --mode=root) for suite with the packages include,
+// as a user makes a rootfs directory for a task: device nodes under /dev
+// and all. It is built once per machine and kept under the test cache
+// ($PROCTOR_TEST_CACHE, else the system's temporary directory), in a
+// directory renamed into place whole, under a lock so that test packages
+// running at once build it once. mmdebstrap reads the host's apt sources
+// itself; nothing here names a mirror. The caller must not write to it.
+func DebianRoot(t testing.TB, suite string, include ...string) string {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		skipOrFail(t, "building a Debian root needs root")
+	}
+	if _, err := exec.LookPath("mmdebstrap"); err != nil {
+		skipOrFail(t, "needs mmdebstrap (Debian package mmdebstrap; scripts/deps.sh installs it)")
+	}
+	base := os.Getenv("PROCTOR_TEST_CACHE")
+	if base == "" {
+		base = os.TempDir()
+	}
+	dir := filepath.Join(base, "rootfs")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256([]byte("mmdebstrap minbase v1\x00" + suite + "\x00" + strings.Join(include, ",")))
+	name := suite + "-" + hex.EncodeToString(sum[:6])
+	final := filepath.Join(dir, name)
+	if isRoot(final) {
+		return final
+	}
+	lock, err := os.OpenFile(filepath.Join(dir, name+".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if isRoot(final) { // built by another package while we waited
+		return final
+	}
+	tmp, err := os.MkdirTemp(dir, "tmp-"+name+"-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	root := filepath.Join(tmp, "root")
+	args := []string{"--variant=minbase", "--mode=root", "--quiet"}
+	if len(include) > 0 {
+		args = append(args, "--include="+strings.Join(include, ","))
+	}
+	start := time.Now()
+	cmd := exec.Command("mmdebstrap", append(args, suite, root)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("mmdebstrap %s: %v\n%s", suite, err, out)
+	}
+	t.Logf("built a Debian %s root with %v in %v", suite, include, time.Since(start).Round(time.Second))
+	if err := os.Rename(root, final); err != nil {
+		t.Fatal(err)
+	}
+	return final
+}
+
+// skipOrFail skips the test naming what is missing, or under CI (CI=true,
+// or PROCTOR_NO_SKIP set) fails it: there a skipped test is a failure.
+func skipOrFail(t testing.TB, reason string) {
+	t.Helper()
+	if os.Getenv("CI") == "true" || os.Getenv("PROCTOR_NO_SKIP") != "" {
+		t.Fatalf("cannot run here: %s (under CI a skipped test is a failure)", reason)
+	}
+	t.Skip(reason)
+}
+
+// isRoot reports whether dir looks like a finished root filesystem.
+func isRoot(dir string) bool {
+	fi, err := os.Lstat(filepath.Join(dir, "etc", "os-release"))
+	return err == nil && fi.Mode()&os.ModeType == 0 || err == nil && fi.Mode()&os.ModeSymlink != 0
+}
+
+// Chroot runs name with args inside root (a root filesystem), with a
+// hermetic git environment, and returns its combined output.
+func Chroot(t testing.TB, root, dir string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("chroot", append([]string{root, "sh", "-c", `cd "$0" && exec "$@"`, dir}, args...)...)
+	cmd.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "HOME=/nonexistent", "LC_ALL=C",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
+		"GIT_AUTHOR_NAME=Upstream", "GIT_AUTHOR_EMAIL=upstream@example.invalid",
+		"GIT_COMMITTER_NAME=Upstream", "GIT_COMMITTER_EMAIL=upstream@example.invalid",
+		"GIT_AUTHOR_DATE=2024-01-01T00:00:00Z", "GIT_COMMITTER_DATE=2024-01-01T00:00:00Z"}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("chroot %s %s: %v\n%s", root, strings.Join(args, " "), err, out)
+	}
+	return strings.TrimSpace(string(out))
+}
+
+// TrixieGit is a Debian trixie root with git 2.47 (which makes reftable
+// repositories, unlike bookworm's 2.39) and python3.
+func TrixieGit(t testing.TB) string { return DebianRoot(t, "trixie", "git", "python3") }
+
+// reftableClone makes at dst a clone of up (a path on the host) with
+// reftable ref storage, by the git of a trixie root: up is copied into the
+// root, cloned there, and the clone moved out.
+func reftableClone(t testing.TB, up, dst string) {
+	t.Helper()
+	root := TrixieGit(t)
+	work, err := os.MkdirTemp(filepath.Join(root, "tmp"), "reftable-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(work)
+	copyDir(t, up, filepath.Join(work, "up"))
+	in := "/tmp/" + filepath.Base(work)
+	Chroot(t, root, in, "git", "clone", "-q", "--ref-format=reftable", "--no-local", "file://"+in+"/up", in+"/clone")
+	Chroot(t, root, in+"/clone", "git", "pack-refs") // a compacted table and newer ones
+	Chroot(t, root, in+"/clone", "git", "branch", "gone", "origin/side")
+	Chroot(t, root, in+"/clone", "git", "branch", "-D", "gone") // a deletion record in the newest table
+	if b, err := exec.Command("cp", "-a", filepath.Join(work, "clone"), dst).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, b)
+	}
+	if _, err := os.Stat(filepath.Join(dst, ".git", "reftable", "tables.list")); err != nil {
+		t.Fatalf("setup: %s is not a reftable repository: %v", dst, err)
+	}
+	// (This machine's git may be too old to open the repository at all.)
+	if out := Git(t, filepath.Dir(dst), "config", "--file", filepath.Join(dst, ".git", "config"), "extensions.refStorage"); out != "reftable" {
+		t.Fatalf("setup: extensions.refStorage = %q", out)
+	}
+}
+
