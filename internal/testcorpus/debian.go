@@ -141,4 +141,3 @@ func reftableClone(t testing.TB, up, dst string) {
 		t.Fatalf("setup: extensions.refStorage = %q", out)
 	}
 }
-
