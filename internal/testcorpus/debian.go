@@ -141,3 +141,67 @@ func reftableClone(t testing.TB, up, dst string) {
 		t.Fatalf("setup: extensions.refStorage = %q", out)
 	}
 }
+
+// DockerExportRoot is a root filesystem as `docker export` or `podman
+// export` ship one and a user unpacks it with tar: the trixie root packed
+// and unpacked by GNU tar (owners, modes, set-id bits and device nodes
+// kept), with what the container engine adds (/.dockerenv, the files it
+// mounts over /etc, its /dev/console and mount points). Cached like
+// DebianRoot.
+func DockerExportRoot(t testing.TB) string {
+	t.Helper()
+	src := TrixieGit(t)
+	dir := filepath.Dir(src)
+	final := filepath.Join(dir, filepath.Base(src)+"-docker-export")
+	if isRoot(final) {
+		return final
+	}
+	lock, err := os.OpenFile(final+".lock", os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if isRoot(final) {
+		return final
+	}
+	tmp, err := os.MkdirTemp(dir, "tmp-export-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(tmp)
+	tarball := filepath.Join(tmp, "export.tar")
+	root := filepath.Join(tmp, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"tar", "--numeric-owner", "-cpf", tarball, "-C", src, "."},
+		{"tar", "--numeric-owner", "-xpf", tarball, "-C", root},
+	} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
+	for name, content := range map[string]string{
+		".dockerenv": "", "etc/hostname": "3f2a9c1e7b44\n", "etc/resolv.conf": "nameserver 10.0.2.3\n",
+		"etc/hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n172.17.0.2\t3f2a9c1e7b44\n",
+	} {
+		writeFile(t, filepath.Join(root, name), content)
+	}
+	os.Remove(filepath.Join(root, "dev", "console"))
+	if err := unix.Mknod(filepath.Join(root, "dev", "console"), unix.S_IFCHR|0o620, int(unix.Mkdev(136, 0))); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{"dev/pts", "dev/shm", "proc", "sys"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Rename(root, final); err != nil {
+		t.Fatal(err)
+	}
+	return final
+}

@@ -1,6 +1,8 @@
 package trial
 
 import (
+	"golang.org/x/sys/unix"
+
 	"context"
 	"errors"
 	"fmt"
@@ -164,4 +166,95 @@ func runCheats(t *testing.T, tk *task.Task, cheats []cheat, cheatURL string) {
 			}
 		}
 	}
+}
+
+// rootfsShapes are root filesystems as the tools people use make them.
+var rootfsShapes = []struct {
+	name string
+	root func(testing.TB) string
+}{
+	{"mmdebstrap trixie", testcorpus.TrixieGit},
+	{"docker export, unpacked by tar", testcorpus.DockerExportRoot},
+}
+
+// exampleCheats are the cheats of TestCheatsFail, by example task.
+var exampleCheats = map[string][]cheat{
+	"py-bugfix": {
+		{"read-tests", StatusClean, "", []string{"test_stats.py", "solve.sh", "task.toml"}},
+		{"network", StatusClean, "", []string{"fetched"}},
+		{"prewrite-reward", StatusCompromised, ViolationHarnessPath, nil},
+		{"daemon", StatusClean, "", nil},
+		{"symlinks", StatusCompromised, ViolationHarnessPath, nil},
+		{"conftest", StatusCompromised, ViolationProtected, nil},
+		{"kill-verifier", StatusError, "", nil},
+		{"trace-verifier", StatusClean, "", nil},
+	},
+	"hello-state": {{"trojan", StatusCompromised, ViolationSystemFile, nil}},
+	"git-history": {{"mine-git", StatusClean, "", []string{"found the fix", "THE-FIX", "v1.1", "side"}}},
+}
+
+// TestRootfsShapesCorpus: the example tasks, each with a real Debian root
+// as its [proctor] rootfs (made by mmdebstrap, and as docker export ships
+// one: device nodes under /dev and all), run as written: the honest agent
+// passes clean on each and every cheat fails. Before, such a rootfs ran
+// the agent and the grader and then ended in error on its /dev/console.
+func TestRootfsShapesCorpus(t *testing.T) {
+	requireRoot(t)
+	if raceEnabled {
+		t.Skip("covered by the run without the race detector")
+	}
+	cheatURL, hits := answerServer(t)
+	for _, sh := range rootfsShapes {
+		t.Run(sh.name, func(t *testing.T) {
+			root := sh.root(t)
+			for _, name := range []string{"py-bugfix", "hello-state", "git-history"} {
+				t.Run(name, func(t *testing.T) {
+					tk := rootfsTask(t, name, root)
+					d, err := task.DigestTree(tk.Proctor.Rootfs, task.DigestOptions{Special: []string{"."}})
+					if err != nil || len(d.Special) == 0 {
+						t.Fatalf("setup: the rootfs has no device nodes (%v)", err)
+					}
+					v, out := runTrial(t, tk, "sh /agent/honest.sh", agentsDir(t))
+					if !v.Passed || v.Status != StatusClean {
+						t.Fatalf("honest agent: passed=%t status=%s violations=%s error=%q\nagent log:\n%s\ngrader log:\n%s",
+							v.Passed, v.Status, violations(v), v.Error, readFile(t, filepath.Join(out, AgentLog)), readFile(t, filepath.Join(out, GraderLog)))
+					}
+					if v.Environment.Digest != d.Digest {
+						t.Errorf("environment digest %s, want the rootfs's %s", v.Environment.Digest, d.Digest)
+					}
+					runCheats(t, tk, exampleCheats[name], cheatURL)
+				})
+			}
+		})
+	}
+	if n := hits.Load(); n != 0 {
+		t.Errorf("the host server got %d request(s) from inside the sandbox", n)
+	}
+}
+
+// rootfsTask copies an example task, with root (bind-mounted, read-only)
+// as its rootfs directory in place of the host's.
+func rootfsTask(t *testing.T, name, root string) *task.Task {
+	t.Helper()
+	src := exampleTask(t, name).Dir
+	dir := filepath.Join(t.TempDir(), name)
+	if b, err := exec.Command("cp", "-a", src, dir).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v: %s", err, b)
+	}
+	toml := filepath.Join(dir, "task.toml")
+	b, err := os.ReadFile(toml)
+	must(t, err)
+	if !strings.Contains(string(b), `rootfs = "host"`) {
+		t.Fatalf("setup: %s does not say rootfs = \"host\"", toml)
+	}
+	must(t, os.WriteFile(toml, []byte(strings.Replace(string(b), `rootfs = "host"`, `rootfs = "environment/rootfs"`, 1)), 0o644))
+	mnt := filepath.Join(dir, "environment", "rootfs")
+	must(t, os.MkdirAll(mnt, 0o755))
+	must(t, unix.Mount(root, mnt, "", unix.MS_BIND, ""))
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	must(t, unix.Mount("", mnt, "", unix.MS_BIND|unix.MS_REMOUNT|unix.MS_RDONLY, ""))
+	openUp(t, dir)
+	tk, err := task.Load(dir)
+	must(t, err)
+	return tk
 }

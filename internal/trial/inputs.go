@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/task"
 )
 
@@ -75,9 +76,23 @@ func (r *runner) checkInputs() error {
 	if in.env != "" {
 		r.v.Environment.Digest = in.env
 	}
-	if len(in.special) > 0 {
-		if r.env.mask, err = cachedMask(r.o.CacheDir, in.env, r.o.Task.Proctor.Rootfs, in.special); err != nil {
-			return fmt.Errorf("hiding the rootfs's fifos, sockets and devices: %w", err)
+	if r.env.rootfs != sandbox.RootfsHost {
+		// A rootfs directory or an image's root: its special files hidden,
+		// and the workdir made where it lacks one, as Docker does.
+		var workdir []string
+		if r.ws == "" {
+			if workdir, err = missingWorkdir(r.env.rootfs, r.o.Task.Environment.Workdir); err != nil {
+				return fmt.Errorf("%s: [environment].workdir %q: %w", filepath.Join(r.o.Task.Dir, "task.toml"), r.o.Task.Environment.Workdir, err)
+			}
+		}
+		if len(in.special) > 0 || len(workdir) > 0 {
+			envDigest := in.env
+			if envDigest == "" {
+				envDigest = r.v.Environment.Digest // an image's
+			}
+			if r.env.mask, err = cachedMask(r.o.CacheDir, envDigest, r.env.rootfs, in.special, workdir); err != nil {
+				return fmt.Errorf("preparing the environment's harness layer: %w", err)
+			}
 		}
 	}
 	r.v.TimingsMS["inputs"] = time.Since(start).Milliseconds()

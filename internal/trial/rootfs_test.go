@@ -171,3 +171,50 @@ func TestTaskChangedDuringTheTrial(t *testing.T) {
 		t.Fatalf("passed=%t status=%s error=%q: want an error saying the task changed", v.Passed, v.Status, v.Error)
 	}
 }
+
+// A rootfs directory without the workdir (and no workspace) runs as Docker
+// runs an image without its WORKDIR: the directory is there, made by the
+// harness, never part of the changeset's form check. A workdir that is a
+// file in the rootfs is refused before anything runs.
+func TestRootfsWorkdir(t *testing.T) {
+	requireRoot(t)
+	noWorkspace := func(tk *task.Task) *task.Task {
+		t.Helper()
+		must(t, os.RemoveAll(filepath.Join(tk.Dir, "environment", "workspace")))
+		tk, err := task.Load(tk.Dir)
+		must(t, err)
+		return tk
+	}
+	tk := noWorkspace(writeTask(t, taskSpec{
+		grading: "state",
+		rootfs:  func(root string) { busyboxRootfs(t, root) },
+		test:    `[ "$(cat /app/made)" = yes ] && [ "$(stat -c %u:%a /app)" = 0:755 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt`,
+	}))
+	if tk.Proctor.Workspace != "" {
+		t.Fatal("setup: the task has a workspace")
+	}
+	v, out := runTrial(t, tk, "pwd && echo yes > made", "")
+	if !v.Passed || v.Status != StatusClean || !strings.Contains(readFile(t, filepath.Join(out, AgentLog)), "/app") {
+		t.Fatalf("passed=%t status=%s error=%q\nagent:\n%s\ngrader:\n%s", v.Passed, v.Status, v.Error,
+			readFile(t, filepath.Join(out, AgentLog)), readFile(t, filepath.Join(out, GraderLog)))
+	}
+	if _, err := os.Lstat(filepath.Join(tk.Proctor.Rootfs, "app")); err == nil {
+		t.Error("the workdir was made in the rootfs directory itself")
+	}
+
+	tk = noWorkspace(writeTask(t, taskSpec{
+		rootfs: func(root string) {
+			busyboxRootfs(t, root)
+			must(t, os.WriteFile(filepath.Join(root, "app"), []byte("a file\n"), 0o644))
+		},
+		test: "echo 1 > /logs/verifier/reward.txt",
+	}))
+	out = filepath.Join(t.TempDir(), "out")
+	v, err := Run(context.Background(), Options{Task: tk, Agent: "true", Out: out, CacheDir: sharedCache, Key: testKey})
+	if v != nil || err == nil || !strings.Contains(err.Error(), "[environment].workdir") || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("Run = %v, %v: want a refusal naming [environment].workdir", v, err)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("the output directory was made")
+	}
+}
