@@ -9,12 +9,20 @@
 #      `cp -a` of the same tree, the copy a container-per-trial harness makes.
 #
 #   bench/trial.sh [RUNS]        (root; needs hyperfine, python3)
+#
+# BASELINE=REV (a commit of this repository) also builds proctor at REV and
+# times its trials beside this tree's, in the same run.
 set -euo pipefail
 runs=${1:-30}
 cd "$(dirname "$0")/.."
 
 . bench/lib.sh
 bench_setup hyperfine python3
+if [ -n "${BASELINE:-}" ]; then
+	git worktree add -q --detach "$work/base-src" "$BASELINE"
+	(cd "$work/base-src" && CGO_ENABLED=0 go build -trimpath -o "$work/proctor-base" ./cmd/proctor)
+	git worktree remove --force "$work/base-src"
+fi
 
 mktask() { # DIR: a task whose grader only writes a reward
 	mkdir -p "$1/tests" "$1/environment/workspace"
@@ -42,16 +50,23 @@ chmod -R a+rX "$work/big"
 du -sh "$work/big/environment/workspace" | sed 's/^/bench: workspace /'
 
 "$work/proctor" keygen "$work/key" >/dev/null
-run() { echo "$work/proctor run -q --key $work/key --task $work/$1 --agent true --out $work/out-$1 --cache-dir $work/cache"; }
+run() { echo "$work/${2:-proctor} run -q --key $work/key --task $work/$1 --agent true --out $work/out-$1 --cache-dir $work/cache"; }
 # Each must work once (and the digests get cached: the first digest of the
 # host environment reads all of /usr) before timing.
 $(run small) >/dev/null; rm -rf "$work/out-small"
 $(run big) >/dev/null; rm -rf "$work/out-big"
+base=()
+if [ -n "${BASELINE:-}" ]; then
+	$(run small proctor-base) >/dev/null; rm -rf "$work/out-small"
+	$(run big proctor-base) >/dev/null; rm -rf "$work/out-big"
+	base=(-n "baseline trial (trivial task)" "$(run small proctor-base)" -n "baseline trial (1 GiB workspace)" "$(run big proctor-base)")
+fi
 
 hyperfine -N --warmup 3 --runs "$runs" --export-json "$work/h.json" \
 	--prepare "rm -rf $work/out-small $work/out-big $work/copy" \
 	-n "trial (trivial task)" "$(run small)" \
 	-n "trial (1 GiB workspace)" "$(run big)" \
+	"${base[@]}" \
 	-n "cp -a (1 GiB workspace)" "cp -a $work/big/environment/workspace $work/copy" >/dev/null
 
 # The harness's own steps, as the verdicts record them (median over runs).
@@ -75,9 +90,13 @@ med = {k: v["median"] * 1000 for k, v in res.items()}
 for k, v in med.items():
     print(f"{k:<26} median {v:9.1f} ms   mean {res[k]['mean']*1000:9.1f} ms")
 small, big, cp = med["trial (trivial task)"], med["trial (1 GiB workspace)"], med["cp -a (1 GiB workspace)"]
+for k in ("trivial task", "1 GiB workspace"):
+    if f"baseline trial ({k})" in med:
+        b = med[f"baseline trial ({k})"]
+        print(f"this tree / baseline ({k}): {med[f'trial ({k})']:.1f} / {b:.1f} ms = {med[f'trial ({k})'] / b:.2f}x")
 prep = max(big - small, 0.0)
 print(f"trial difference (1 GiB workspace - trivial): {prep:.1f} ms; cp -a takes {cp:.0f} ms")
-print("steps of the 1 GiB trial, medians from its verdicts (digest runs beside the agent phase):")
+print("steps of the 1 GiB trial, medians from its verdicts (inputs: the digest before the agent; recheck: the same beside freeze and grading):")
 for k in sorted(steps):
     print(f"  {k:<14} {statistics.median(steps[k]):7.1f} ms")
 p = statistics.median(steps["prepare"]) + statistics.median(steps["layout"])
