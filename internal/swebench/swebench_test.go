@@ -153,6 +153,34 @@ func play(t *testing.T, tk *task.Task, cases []playCase) {
 	if cache == "" {
 		cache = t.TempDir()
 	}
+	playIn(t, cache, tk, cases)
+}
+
+// cacheWithoutCopies is a cache directory sharing the test cache's host
+// digests and file hashes (costly to make again) but none of its prepared
+// workspaces.
+func cacheWithoutCopies(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	shared := os.Getenv("PROCTOR_TEST_CACHE")
+	if shared == "" {
+		return dir
+	}
+	ents, _ := os.ReadDir(shared)
+	for _, e := range ents {
+		if e.Name() == "workspaces" {
+			continue
+		}
+		if err := os.Symlink(filepath.Join(shared, e.Name()), filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}
+
+// playIn is play with the cache directory given.
+func playIn(t *testing.T, cache string, tk *task.Task, cases []playCase) {
+	t.Helper()
 	key := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize))
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

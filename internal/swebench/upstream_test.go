@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/proctor-sandbox/proctor/internal/testcorpus"
 	"github.com/proctor-sandbox/proctor/internal/trial"
 )
 
@@ -220,6 +221,7 @@ func TestUpstreamPythonLibrary(t *testing.T) {
 	git(t, dir, "commit", "-qm", "Jinja2 3.1.2")
 	git(t, dir, "tag", "3.1.2")
 	var base, fixCommit string
+	partial := filepath.Join(t.TempDir(), "pallets__jinja")
 	for _, p := range strings.Fields(string(series)) {
 		if p == fix {
 			base = git(t, dir, "rev-parse", "HEAD")
@@ -229,8 +231,13 @@ func TestUpstreamPythonLibrary(t *testing.T) {
 		git(t, dir, "commit", "-qm", "debian: "+p)
 		if p == fix {
 			fixCommit = git(t, dir, "rev-parse", "HEAD")
+			// A blobless mirror cloned when the fix was the newest commit
+			// (so it holds the fix's files), its history up to the base
+			// fetched on demand, and updated later (below).
+			testcorpus.PartialClone(t, dir, partial, "blob:none", base)
 		}
 	}
+	testcorpus.Git(t, partial, "fetch", "-q", "origin")
 	if base == "" {
 		t.Fatalf("%s is not in debian/patches/series", fix)
 	}
@@ -247,7 +254,23 @@ func TestUpstreamPythonLibrary(t *testing.T) {
 	}
 	// A src layout on the host's system: the tests import the workspace's
 	// package, never an installed one.
-	tk := importOne(t, repos, in, Options{EnvMap: map[string]map[string]string{"pallets/jinja": {"PYTHONPATH": "src"}}})
+	opts := Options{EnvMap: map[string]map[string]string{"pallets/jinja": {"PYTHONPATH": "src"}}}
+	tk := importOne(t, repos, in, opts)
+
+	// The same instance from the blobless partial clone of the repository
+	// (as many mirrors and CI checkouts are): its promisor packs hold later
+	// objects, the fix among them, which once reached the agent. Played
+	// from a cache without the full clone's copy of the base, so that the
+	// copy is built from the partial clone.
+	t.Run("blobless clone", func(t *testing.T) {
+		if out := testcorpus.Git(t, partial, "cat-file", "--batch-all-objects", "--batch"); !strings.Contains(out, "Spaces are not allowed") {
+			t.Fatal("setup: the partial clone does not hold the fix")
+		}
+		playIn(t, cacheWithoutCopies(t), importOne(t, filepath.Dir(partial), in, opts), []playCase{
+			{"gold patch", "sh /solution/solve.sh", true, true, trial.StatusClean},
+			{"mines every object", minesEveryObject, false, false, trial.StatusClean},
+		})
+	})
 	play(t, tk, []playCase{
 		{"gold patch", "sh /solution/solve.sh", true, true, trial.StatusClean},
 		{"empty patch", "true", false, false, trial.StatusClean},
@@ -260,5 +283,16 @@ s = s.replace("def test_xmlattr(self, env):", "def test_xmlattr_key_with_spaces(
 open(p, "w").write(s)
 PY`, false, false, trial.StatusCompromised},
 		{"conftest forces outcomes", conftestForcer, false, false, trial.StatusCompromised},
+		{"mines every object", minesEveryObject, false, false, trial.StatusClean},
 	})
 }
+
+// minesEveryObject looks for the fix in every commit git can find, by
+// refs, reflogs or as an unreachable object, and applies the first that
+// has it.
+const minesEveryObject = `cd /testbed; base=$(git rev-parse HEAD)
+for c in $(git rev-list --all --reflog) $(git fsck --unreachable --no-reflogs 2>/dev/null | awk '$2 == "commit" {print $3}') \
+         $(git cat-file --batch-all-objects --batch-check='%(objectname) %(objecttype)' | awk '$2 == "commit" {print $1}'); do
+  if git show "$c:src/jinja2/filters.py" 2>/dev/null | grep -q 'Spaces are not allowed'; then git diff "$base" "$c" -- src | git apply && echo found; break; fi
+done
+git cat-file --batch-all-objects --batch | grep -q 'Spaces are not allowed' && echo found in an object; true`

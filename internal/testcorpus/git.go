@@ -233,14 +233,30 @@ func (up *Upstream) clone(t testing.TB, dst string, args ...string) {
 	Git(t, filepath.Dir(dst), append(a, "file://"+up.Dir, dst)...)
 }
 
+// PartialClone makes at dst a partial clone of the repository at src
+// (filter "blob:none" or "tree:0"), through a file:// remote as a hosting
+// service serves one, and fetches on demand, as git does, every object
+// reachable from base that the filter left out: the clone's promisor packs
+// then hold objects of later history too.
+func PartialClone(t testing.TB, src, dst, filter, base string) {
+	t.Helper()
+	Git(t, src, "config", "uploadpack.allowFilter", "true")
+	Git(t, src, "config", "uploadpack.allowAnySHA1InWant", "true")
+	Git(t, filepath.Dir(dst), "clone", "-q", "--no-local", "--filter="+filter, "file://"+src, dst)
+	Git(t, dst, "checkout", "-q", base)
+	fetchHistoryOf(t, dst, base)
+}
+
 // fetchHistory fetches, in a partial clone, every object reachable from
 // the base that the filter left out, the way git fetches them on demand
 // (a lazy fetch each time a missing object is read, each a promisor pack),
 // until nothing reachable is missing.
-func fetchHistory(t testing.TB, dir string) {
+func fetchHistory(t testing.TB, dir string) { t.Helper(); fetchHistoryOf(t, dir, GitBase) }
+
+func fetchHistoryOf(t testing.TB, dir, base string) {
 	t.Helper()
 	for round := 0; ; round++ {
-		out := Git(t, dir, "rev-list", "--objects", "--missing=print", GitBase)
+		out := Git(t, dir, "rev-list", "--objects", "--missing=print", base)
 		var missing []string
 		for _, l := range strings.Split(out, "\n") {
 			if strings.HasPrefix(l, "?") {
