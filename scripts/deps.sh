@@ -6,7 +6,9 @@
 # chromium (renders the HTML report headless in its tests), python3-pytest
 # (structured results graded from JUnit reports), python3-markupsafe (the
 # one dependency of Jinja2, the real Python library a SWE-bench test grades),
-# mmdebstrap (Debian root filesystems as tasks' rootfs directories).
+# mmdebstrap (Debian root filesystems as tasks' rootfs directories), curl
+# and nodejs (clients an agent uses, run inside to reach servers on the
+# host's loopback: curl honours NO_PROXY, Node's fetch ignores the proxy).
 set -euo pipefail
 need=()
 command -v busybox >/dev/null || need+=(busybox-static)
@@ -19,6 +21,8 @@ command -v git >/dev/null || need+=(git)
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)
 command -v python3 >/dev/null || need+=(python3)
 command -v chromium >/dev/null || need+=(chromium)
+command -v curl >/dev/null || need+=(curl)
+command -v node >/dev/null || need+=(nodejs)
 # pytest for the python3 sandboxes find first on their PATH (/usr/bin).
 py=/usr/bin/python3; [ -x "$py" ] || py=python3
 "$py" -c 'import pytest' 2>/dev/null || need+=(python3-pytest)

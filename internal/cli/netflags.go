@@ -25,7 +25,7 @@ type netFlags struct {
 }
 
 func (f *netFlags) register(c *cobra.Command) {
-	c.Flags().StringArrayVar(&f.allowHosts, "allow-host", nil, "let the agent reach HOST[:PORT] through the egress proxy (repeatable; *.example.com matches names below example.com)")
+	c.Flags().StringArrayVar(&f.allowHosts, "allow-host", nil, "let the agent reach HOST[:PORT] through the egress proxy (repeatable; *.example.com matches names below example.com; a loopback address or localhost is also served at that address inside)")
 	c.Flags().StringArrayVar(&f.gateways, "model-gateway", nil, "NAME=URL[,NAME=URL…]: serve a model gateway inside; the real key comes from the host's NAME_API_KEY, the agent gets NAME_BASE_URL and a dummy NAME_API_KEY (repeatable)")
 	c.Flags().StringVar(&f.config, "config", "", "a TOML file with allow_hosts = [...] and a [model_gateway] table (default $PROCTOR_CONFIG)")
 	c.Flags().BoolVar(&f.noAudit, "no-audit", false, "do not record the agent's attempts on hidden paths and its connects (recorded as off in the verdict; hiding and the network cut stay)")

@@ -68,6 +68,21 @@
 //     HelloTimeout is refused, so protocols where the server speaks first
 //     do not work through a tunnel.
 //
+// # Loopback forwarders
+//
+// The agent's namespace has a loopback of its own: "127.0.0.1:8000"
+// inside is not the host's. For an exact rule naming a loopback address
+// ("127.0.0.1:8000", "[::1]:8000") or "localhost", AllowList.Loopback
+// gives the addresses that the caller listens on inside the namespace and
+// serves with ServeLoopback, a forwarder to the same port on the host's
+// loopback. So a client that connects there directly (it honours a
+// NO_PROXY that covers loopback, or ignores the proxy, as Node's fetch
+// does) reaches the service the operator named. Each connection is
+// decided by the same rules as a request to the proxy for that address
+// ("localhost" meaning 127.0.0.1 and ::1, never resolved), and recorded
+// as a Decision with Method "DIRECT". A wildcard rule never gives a
+// forwarder.
+//
 // Denials are answered with a one-line plain-text reason and
 // Connection: close, and recorded: 403 for the policy, 400 for a
 // malformed request (408 for a header not sent within HeaderTimeout, 431
@@ -85,8 +100,9 @@
 // addresses; never treat a numeric host as a name; never follow a
 // redirect or add X-Forwarded-For; never panic on what an agent sends;
 // and never lose a Decision: Options.Record is called exactly once for
-// every request whose header began to arrive, and Close returns only
-// after every call has returned. It never creates a listener.
+// every request whose header began to arrive and every connection to a
+// forwarder, and Close returns only after every call has returned. It
+// never creates a listener.
 //
 // # Limits
 //

@@ -15,15 +15,17 @@ import (
 	"time"
 )
 
-// Decision is the record of one CONNECT tunnel or one plain HTTP request,
-// reported through Options.Record when it ends. A connection closed before
-// it sent a single byte is not a request and gets no Decision; one closed
-// in the middle of a request header gets a "bad request: ..." Decision.
+// Decision is the record of one CONNECT tunnel, one plain HTTP request or
+// one direct connection to a loopback forwarder (ServeLoopback), reported
+// through Options.Record when it ends. A connection to the proxy closed
+// before it sent a single byte is not a request and gets no Decision; one
+// closed in the middle of a request header gets a "bad request: ..."
+// Decision. Every connection to a forwarder gets one.
 type Decision struct {
 	Time    time.Time // when the request header had been read (for a bad request: when reading it failed)
 	Allowed bool      // the request passed every check and the proxy connected upstream
-	Method  string    // "CONNECT" or the HTTP method ("" for a request too malformed to have one)
-	Host    string    // the host asked for: a name in lower case, a dotted quad, a bracketed IPv6 address; "" if unparsable
+	Method  string    // "CONNECT", the HTTP method ("" for a request too malformed to have one), or MethodDirect
+	Host    string    // the host asked for: a name in lower case, a dotted quad, a bracketed IPv6 address; "" if unparsable; for MethodDirect the forwarder's address
 	Port    int
 	Rule    string // the allow-list entry that matched, canonical (Rule.String); "" when none did
 	Addr    string // the upstream ip:port dialled; "" when nothing was dialled
@@ -36,9 +38,9 @@ type Decision struct {
 	Reason string
 	SNI    string // the server name of a tunnel's TLS ClientHello; "" if none
 	// BytesUp and BytesDown count the bytes the proxy wrote upstream and
-	// to the agent after the decision: all tunnel bytes (the ClientHello
-	// included), or a plain HTTP request and its response with their
-	// headers. Proxy error responses are not counted.
+	// to the agent after the decision: all tunnel or forwarded bytes (the
+	// ClientHello included), or a plain HTTP request and its response with
+	// their headers. Proxy error responses are not counted.
 	BytesUp, BytesDown int64
 	Duration           time.Duration // from Time until the request or tunnel ended
 }
@@ -166,6 +168,12 @@ func setDefault[T comparable](v *T, def T) {
 // which it waits out. Serve may be called for several listeners; Close
 // closes them all.
 func (p *Proxy) Serve(l net.Listener) error {
+	return p.serve(l, p.serveConn)
+}
+
+// serve accepts connections on l until Close and hands each to handle, in
+// a goroutine of its own, under the MaxConns limit (see Serve).
+func (p *Proxy) serve(l net.Listener, handle func(net.Conn)) error {
 	p.mu.Lock()
 	if p.closed {
 		p.mu.Unlock()
@@ -214,7 +222,7 @@ func (p *Proxy) Serve(l net.Listener) error {
 			defer p.wg.Done()
 			defer func() { <-p.sem }()
 			defer p.untrack(c)
-			p.serveConn(c)
+			handle(c)
 		}()
 	}
 }

@@ -2,6 +2,8 @@ package sandbox
 
 import (
 	"bufio"
+	"bytes"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -267,4 +269,38 @@ func TestConcurrentRuns(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// IPv6Loopback tells the truth about a sandbox's lo: a listener on [::1]
+// can be made, and reached from inside, exactly when it says so.
+func TestIPv6Loopback(t *testing.T) {
+	requireRoot(t)
+	has := IPv6Loopback()
+	spec := attackSpec(t, "dial", "[::1]:4100")
+	spec.Listen = []string{"[::1]:4100"}
+	var wg sync.WaitGroup
+	spec.Serve = func(ls []net.Listener) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if c, err := ls[0].Accept(); err == nil {
+				fmt.Fprintln(c, "hi")
+				c.Close()
+			}
+			ls[0].Close()
+		}()
+	}
+	var stdout bytes.Buffer
+	spec.Stdout = &stdout
+	res, err := Run(context.Background(), spec)
+	wg.Wait()
+	switch {
+	case has && err != nil:
+		t.Fatalf("IPv6Loopback() is true, but listening on [::1] failed: %v", err)
+	case has && (res.ExitCode != 0 || strings.TrimSpace(stdout.String()) != `[::1]:4100 connected "hi"`):
+		t.Fatalf("IPv6Loopback() is true, but [::1] inside gave exit %d: %s", res.ExitCode, stdout.String())
+	case !has && err == nil:
+		t.Fatalf("IPv6Loopback() is false, but the sandbox listened on [::1]")
+	}
+	t.Logf("IPv6Loopback() = %v", has)
 }

@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -77,6 +79,15 @@ func Probe(ctx context.Context) []Feature {
 	}
 	add("new mount API", true, err == nil || errors.Is(err, unix.EPERM), "open_tree, fsopen, move_mount, mount_setattr")
 
+	switch v6, err := ipv6Loopback(); {
+	case err != nil:
+		add("IPv6 loopback", false, false, "not checked: "+err.Error())
+	case v6:
+		add("IPv6 loopback", false, true, "a sandbox's lo has ::1")
+	default:
+		add("IPv6 loopback", false, false, "a sandbox's lo has no ::1: [::1] and localhost are IPv4 only inside")
+	}
+
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	res, err := Run(ctx, Spec{Rootfs: RootfsHost, Args: []string{"true"}})
@@ -90,3 +101,43 @@ func Probe(ctx context.Context) []Feature {
 	}
 	return fs
 }
+
+// IPv6Loopback reports whether a sandbox's lo has ::1, so that a Spec may
+// Listen on "[::1]:PORT": whether, in a new network namespace made as Run
+// makes one, a TCP socket can be bound to [::1] once lo is up. It makes
+// such a namespace once per process (on a thread that then ends), and
+// reports false where it cannot (not root) or where there is no ::1.
+func IPv6Loopback() bool {
+	ok, _ := ipv6Loopback()
+	return ok
+}
+
+var ipv6Loopback = sync.OnceValues(func() (bool, error) {
+	type result struct {
+		ok  bool
+		err error
+	}
+	res := make(chan result, 1)
+	go func() {
+		// Never unlocked: the thread, in a namespace of its own, ends with
+		// this goroutine.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
+			res <- result{err: fmt.Errorf("making a network namespace: %w", err)}
+			return
+		}
+		if err := loopbackUp(); err != nil {
+			res <- result{err: fmt.Errorf("bringing up lo: %w", err)}
+			return
+		}
+		fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			res <- result{} // no IPv6 at all
+			return
+		}
+		defer unix.Close(fd)
+		res <- result{ok: unix.Bind(fd, &unix.SockaddrInet6{Addr: [16]byte{15: 1}}) == nil}
+	}()
+	r := <-res
+	return r.ok, r.err
+})

@@ -6,13 +6,14 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 
 	"github.com/proctor-sandbox/proctor/internal/gateway"
 	"github.com/proctor-sandbox/proctor/internal/netpolicy"
+	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/seccomp"
 	"github.com/proctor-sandbox/proctor/internal/task"
 )
@@ -96,12 +97,17 @@ type agentNet struct {
 }
 
 // checkNet validates the run's network options before anything runs:
-// rules parse, gateways have their keys on the host.
-func checkNet(n *NetOptions) (keys map[string]string, err error) {
+// rules parse, none names an address where Proctor listens inside the
+// sandbox, gateways have their keys on the host.
+func checkNet(o *Options) (keys map[string]string, err error) {
+	n := &o.Net
 	for _, h := range n.AllowHosts {
 		if _, err := netpolicy.ParseRule(h); err != nil {
 			return nil, fmt.Errorf("--allow-host %s: %w", h, err)
 		}
+	}
+	if err := checkLoopback(o); err != nil {
+		return nil, err
 	}
 	keys = map[string]string{}
 	switch {
@@ -124,6 +130,48 @@ func checkNet(n *NetOptions) (keys map[string]string, err error) {
 		keys[g.Name] = k
 	}
 	return keys, nil
+}
+
+// checkLoopback refuses an allow-list rule, the task's or the run's, that
+// would have a loopback forwarder (netpolicy.AllowList.Loopback) where
+// Proctor's own listeners are inside the sandbox: the proxy, a gateway.
+// Their addresses are fixed, so that the agent's environment is the same
+// in every trial; the rule is refused, naming where it came from.
+func checkLoopback(o *Options) error {
+	own := map[netip.AddrPort]string{netip.MustParseAddrPort(ProxyAddr): "the egress proxy"}
+	for i, g := range o.Net.Gateways {
+		own[gatewayAddr(i)] = "the " + g.Name + " model gateway"
+	}
+	type source struct{ host, where string }
+	var rules []source
+	if mode, hosts := o.Task.AgentNetwork(); mode == task.NetworkAllowlist {
+		table := "[environment]"
+		if o.Task.Agent.NetworkMode != "" {
+			table = "[agent]"
+		}
+		for i, h := range hosts {
+			rules = append(rules, source{h, fmt.Sprintf("%s: %s.allowed_hosts[%d] %q", filepath.Join(o.Task.Dir, "task.toml"), table, i, h)})
+		}
+	}
+	for _, h := range o.Net.AllowHosts {
+		rules = append(rules, source{h, "--allow-host " + h})
+	}
+	for _, s := range rules {
+		r, err := netpolicy.ParseRule(s.host)
+		if err != nil {
+			continue // the task's were checked when it was loaded, the run's by checkNet
+		}
+		for _, a := range (netpolicy.AllowList{r}).Loopback() {
+			if who, ok := own[a]; ok {
+				return fmt.Errorf("%s: %s listens at %s inside the sandbox", s.where, who, a)
+			}
+		}
+	}
+	return nil
+}
+
+func gatewayAddr(i int) netip.AddrPort {
+	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(gatewayBasePort+i))
 }
 
 // agentNetwork returns the allow-list of the agent phase: the task's (when
@@ -163,12 +211,24 @@ func (r *runner) startNet() (*agentNet, error) {
 		n.listen = append(n.listen, ProxyAddr)
 		n.serve = append(n.serve, p.Serve)
 		n.close = append(n.close, p.Close)
+		// Loopback hosts on the list are served where the agent connects
+		// to them directly (NO_PROXY, or a client that ignores the proxy):
+		// on its own loopback, forwarded to the host's.
+		for _, a := range allow.Loopback() {
+			if a.Addr().Is6() && !sandbox.IPv6Loopback() {
+				// No ::1 inside: [::1] cannot be asked for directly, and
+				// localhost is 127.0.0.1 there.
+				continue
+			}
+			n.listen = append(n.listen, a.String())
+			n.serve = append(n.serve, p.ServeLoopback)
+		}
 		url := "http://" + ProxyAddr
 		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
 			n.env = append(n.env, k+"="+url, strings.ToLower(k)+"="+url)
 		}
-		// NO_PROXY keeps the gateways direct; Node reads the proxy
-		// variables only when asked to.
+		// NO_PROXY keeps the gateways, and the loopback hosts on the
+		// list, direct; Node reads the proxy variables only when asked to.
 		n.env = append(n.env, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1", "NODE_USE_ENV_PROXY=1")
 	}
 	for i, g := range r.o.Net.Gateways {
@@ -178,7 +238,7 @@ func (r *runner) startNet() (*agentNet, error) {
 			n.stop()
 			return nil, fmt.Errorf("starting the %s gateway: %w", g.Name, err)
 		}
-		addr := "127.0.0.1:" + strconv.Itoa(gatewayBasePort+i)
+		addr := gatewayAddr(i).String()
 		n.gateways = append(n.gateways, gw)
 		n.listen = append(n.listen, addr)
 		n.serve = append(n.serve, gw.Serve)
@@ -220,7 +280,7 @@ func (r *runner) proxyDecision(n *agentNet) func(netpolicy.Decision) {
 		if d.Allowed {
 			kind = "proxy.allow"
 		}
-		r.audit.Observe(kind, detail("method", d.Method, "host", d.Host, "port", d.Port, "addr", d.Addr,
+		r.audit.Observe(kind, detail("method", d.Method, "host", d.Host, "port", d.Port, "rule", d.Rule, "addr", d.Addr,
 			"sni", d.SNI, "reason", d.Reason, "bytes_up", d.BytesUp, "bytes_down", d.BytesDown,
 			"duration_ms", d.Duration.Milliseconds()), d.Time)
 		n.mu.Lock()
@@ -245,7 +305,8 @@ func (r *runner) gatewayCall(c gateway.Call) {
 
 // netAttempt records one connect or send the agent's tree made, as the
 // seccomp watch saw it: "net.local" to the sandbox's own listeners (the
-// proxy, the gateways), "net.unix" to a unix socket, "net.attempt" to
+// proxy, the gateways, the loopback forwarders, whose connections the
+// proxy records too), "net.unix" to a unix socket, "net.attempt" to
 // anything else. A send on a connected socket names no address and is not
 // recorded (its connect was).
 func (r *runner) netAttempt(n *agentNet) func(seccomp.Attempt) {

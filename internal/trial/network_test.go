@@ -26,7 +26,7 @@ import (
 // loopback.
 func testResolve(_ context.Context, host string) ([]netip.Addr, error) {
 	switch strings.TrimSuffix(strings.ToLower(host), ".") {
-	case "api.provider.test", "other.test", "sub.wild.test":
+	case "api.provider.test", "other.test", "sub.wild.test", "localhost":
 		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 	}
 	return nil, fmt.Errorf("no such host %s", host)

@@ -106,7 +106,7 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 		Audit:         AuditRef{Hidden: "off", Network: "off", Counts: map[string]int{}, LeftOut: map[string]int{}},
 	}
 	r := &runner{o: o, v: v}
-	keys, err := checkNet(&o.Net)
+	keys, err := checkNet(&o)
 	if err != nil {
 		return nil, err
 	}

@@ -217,6 +217,9 @@ type taskSpec struct {
 	// root instead of the host's system directories.
 	rootfs    func(root string)
 	protected []string
+	// allowedHosts, when set, gives the agent an allow-list in
+	// [environment].
+	allowedHosts []string
 }
 
 func writeTask(t *testing.T, s taskSpec) *task.Task {
@@ -252,6 +255,10 @@ func writeTask(t *testing.T, s taskSpec) *task.Task {
 		s.rootfs(filepath.Join(dir, "environment", "rootfs"))
 		rootfs = "environment/rootfs"
 	}
+	network := ""
+	if s.allowedHosts != nil {
+		network = fmt.Sprintf("network_mode = \"allowlist\"\nallowed_hosts = [%s]\n", quoteList(s.allowedHosts))
+	}
 	toml := fmt.Sprintf(`[agent]
 timeout_sec = %d
 [verifier]
@@ -259,11 +266,11 @@ timeout_sec = %d
 [environment]
 memory_mb = 2048
 storage_mb = %d
-[proctor]
+%s[proctor]
 rootfs = %q
 grading = %q
 protected = [%s]
-`, timeout, timeout, storage, rootfs, grading, quoteList(s.protected))
+`, timeout, timeout, storage, network, rootfs, grading, quoteList(s.protected))
 	must(os.WriteFile(filepath.Join(dir, "task.toml"), []byte(toml), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "instruction.md"), []byte("Do the thing.\n"), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "tests", "test.sh"), []byte("#!/bin/sh\n"+s.test+"\n"), 0o755))
