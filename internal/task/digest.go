@@ -402,18 +402,121 @@ func hashTree(n *node, h hash.Hash) [sha256.Size]byte {
 	}
 	h.Reset()
 	io.WriteString(h, treeTag)
-	var hdr [13]byte
 	for _, c := range n.children {
-		hdr[0] = c.kind
-		binary.BigEndian.PutUint32(hdr[1:5], c.mode)
-		binary.BigEndian.PutUint64(hdr[5:13], uint64(len(c.name)))
-		h.Write(hdr[:])
-		io.WriteString(h, c.name)
-		h.Write(c.hash[:])
+		writeEntry(h, c.kind, c.mode, c.name, c.hash)
 	}
 	h.Sum(n.hash[:0])
 	return n.hash
 }
+
+// writeEntry writes E(c), one entry of its directory's hash input.
+func writeEntry(h hash.Hash, kind byte, mode uint32, name string, sum [sha256.Size]byte) {
+	var hdr [13]byte
+	hdr[0] = kind
+	binary.BigEndian.PutUint32(hdr[1:5], mode)
+	binary.BigEndian.PutUint64(hdr[5:13], uint64(len(name)))
+	h.Write(hdr[:])
+	io.WriteString(h, name)
+	h.Write(sum[:])
+}
+
+// TreeHasher computes a tree's Digest from its entries given one by one,
+// depth first, each directory's children in Digest's order (by name, as
+// byte strings) and right after the directory: what a reader of an archive
+// of the tree can do without unpacking it. Modes are permission bits
+// (07777; 0 for a symlink). It is not safe for concurrent use.
+type TreeHasher struct {
+	stack []*hashFrame // the directories entered and not yet left; [0] is the root
+}
+
+type hashFrame struct {
+	name string
+	mode uint32
+	buf  []byte // the directory's hash input so far
+}
+
+// NewTreeHasher returns a TreeHasher at the root of the tree.
+func NewTreeHasher() *TreeHasher {
+	return &TreeHasher{stack: []*hashFrame{{buf: []byte(treeTag)}}}
+}
+
+// add appends a child of the current directory.
+func (t *TreeHasher) add(kind byte, mode uint32, name string, sum [sha256.Size]byte) {
+	var b bytesHash
+	writeEntry(&b, kind, mode, name, sum)
+	top := t.stack[len(t.stack)-1]
+	top.buf = append(top.buf, b...)
+}
+
+// Enter starts the directory name in the current one; its entries follow,
+// then Leave.
+func (t *TreeHasher) Enter(name string, mode uint32) {
+	t.stack = append(t.stack, &hashFrame{name: name, mode: mode, buf: []byte(treeTag)})
+}
+
+// Leave ends the directory last entered. It reports false when there is
+// none (the root is left by Sum).
+func (t *TreeHasher) Leave() bool {
+	if len(t.stack) < 2 {
+		return false
+	}
+	top := t.stack[len(t.stack)-1]
+	t.stack = t.stack[:len(t.stack)-1]
+	t.add(kindDir, top.mode, top.name, sha256.Sum256(top.buf))
+	return true
+}
+
+// File adds a regular file whose content has the SHA-256 sum.
+func (t *TreeHasher) File(name string, mode uint32, sum [sha256.Size]byte) {
+	t.add(kindFile, mode, name, sum)
+}
+
+// Symlink adds a symbolic link to target.
+func (t *TreeHasher) Symlink(name, target string) {
+	t.add(kindSymlink, 0, name, sha256.Sum256([]byte(target)))
+}
+
+// Device adds a character (block false) or block device.
+func (t *TreeHasher) Device(name string, block bool, mode uint32, major, minor uint64) {
+	var num [16]byte
+	binary.BigEndian.PutUint64(num[:8], major)
+	binary.BigEndian.PutUint64(num[8:], minor)
+	kind := byte(kindChar)
+	if block {
+		kind = kindBlock
+	}
+	t.add(kind, mode, name, sha256.Sum256(num[:]))
+}
+
+// Fifo adds a fifo (socket false) or a socket.
+func (t *TreeHasher) Fifo(name string, socket bool, mode uint32) {
+	kind := byte(kindFifo)
+	if socket {
+		kind = kindSocket
+	}
+	t.add(kind, mode, name, sha256.Sum256(nil))
+}
+
+// Depth is how many directories are entered and not left (0 at the root).
+func (t *TreeHasher) Depth() int { return len(t.stack) - 1 }
+
+// Sum leaves every directory still entered and returns the tree's digest,
+// as Digest gives it.
+func (t *TreeHasher) Sum() string {
+	for t.Leave() {
+	}
+	sum := sha256.Sum256(t.stack[0].buf)
+	return DigestPrefix + hex.EncodeToString(sum[:])
+}
+
+// bytesHash collects what writeEntry writes.
+type bytesHash []byte
+
+func (b *bytesHash) Write(p []byte) (int, error) { *b = append(*b, p...); return len(p), nil }
+func (b *bytesHash) Sum(in []byte) []byte         { return in }
+func (b *bytesHash) Reset()                       { *b = (*b)[:0] }
+func (b *bytesHash) Size() int                    { return 0 }
+func (b *bytesHash) BlockSize() int               { return 1 }
 
 // permBits returns m's POSIX permission bits, 07777.
 func permBits(m fs.FileMode) uint32 {

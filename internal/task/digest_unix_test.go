@@ -3,6 +3,7 @@
 package task
 
 import (
+	"crypto/sha256"
 	"errors"
 	"net"
 	"os"
@@ -149,5 +150,64 @@ func TestDigestTreeSpecialAllowed(t *testing.T) {
 			t.Errorf("change %d left the digest at %s", i, prev)
 		}
 		d1 = d
+	}
+}
+
+// A TreeHasher fed a tree's entries depth first, in name order, gives the
+// tree's Digest: every kind of entry, empty directories included.
+func TestTreeHasherMatchesDigest(t *testing.T) {
+	dir := t.TempDir()
+	sampleTree(t, dir)
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, "empty", "deeper"), 0o700))
+	must(os.Symlink("../nowhere", filepath.Join(dir, "empty", "dangling")))
+	must(syscall.Mkfifo(filepath.Join(dir, "empty", "fifo"), 0o640))
+	if os.Geteuid() == 0 {
+		must(syscall.Mknod(filepath.Join(dir, "empty", "null"), syscall.S_IFCHR|0o666, 1<<8|3))
+		must(syscall.Mknod(filepath.Join(dir, "empty", "sda"), syscall.S_IFBLK|0o660, 8<<8|1))
+	}
+	want, err := DigestTree(dir, DigestOptions{Special: []string{"."}})
+	must(err)
+	h := NewTreeHasher()
+	var walk func(p string)
+	walk = func(p string) {
+		ents, err := os.ReadDir(p) // sorted by name
+		must(err)
+		for _, e := range ents {
+			c := filepath.Join(p, e.Name())
+			fi, err := os.Lstat(c)
+			must(err)
+			st := fi.Sys().(*syscall.Stat_t)
+			mode := uint32(st.Mode & 0o7777)
+			switch fi.Mode().Type() {
+			case 0:
+				b, err := os.ReadFile(c)
+				must(err)
+				h.File(e.Name(), mode, sha256.Sum256(b))
+			case os.ModeDir:
+				h.Enter(e.Name(), mode)
+				walk(c)
+				if !h.Leave() {
+					t.Fatal("Leave at the root")
+				}
+			case os.ModeSymlink:
+				target, err := os.Readlink(c)
+				must(err)
+				h.Symlink(e.Name(), target)
+			case os.ModeNamedPipe:
+				h.Fifo(e.Name(), false, mode)
+			case os.ModeDevice | os.ModeCharDevice, os.ModeDevice:
+				h.Device(e.Name(), fi.Mode()&os.ModeCharDevice == 0, mode, uint64(st.Rdev>>8), uint64(st.Rdev&0xff))
+			}
+		}
+	}
+	walk(dir)
+	if got := h.Sum(); got != want.Digest {
+		t.Fatalf("TreeHasher %s, DigestTree %s", got, want.Digest)
 	}
 }
