@@ -405,11 +405,11 @@ func findTasks(dirs []string) ([]store.Task, []*task.Task, error) {
 			return fmt.Errorf("two tasks named %q: %s and %s", t.Name, other, abs)
 		}
 		seen[t.Name] = abs
-		d, err := task.Digest(abs)
+		d, err := task.DigestTree(abs, t.DigestOptions(nil))
 		if err != nil {
 			return err
 		}
-		out = append(out, store.Task{Name: t.Name, Dir: abs, Digest: d})
+		out = append(out, store.Task{Name: t.Name, Dir: abs, Digest: d.Digest})
 		loaded = append(loaded, t)
 		return nil
 	}

@@ -107,12 +107,12 @@ func sameTask(p *bundle.Payload, dir string) (*task.Task, error) {
 	if err != nil {
 		return nil, err
 	}
-	d, err := task.Digest(t.Dir)
+	td, err := task.DigestTree(t.Dir, t.DigestOptions(nil))
 	if err != nil {
 		return nil, err
 	}
-	if d != p.Provenance.TaskDigest {
-		return nil, &exitError{code: exitNotPassed, err: fmt.Errorf("%s: task digest %s, but the bundle was made with %s: not the same task", t.Dir, d, p.Provenance.TaskDigest)}
+	if d := td.Digest; d != p.Provenance.TaskDigest {
+		return nil, &exitError{code: exitNotPassed, err: fmt.Errorf("%s: task digest %s, but the bundle was made with %s: not the same task", t.Dir, td.Digest, p.Provenance.TaskDigest)}
 	}
 	return t, nil
 }

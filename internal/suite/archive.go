@@ -8,40 +8,41 @@ import (
 	"path/filepath"
 
 	"github.com/proctor-sandbox/proctor/internal/task"
-	"github.com/proctor-sandbox/proctor/internal/workspace"
+	"github.com/proctor-sandbox/proctor/internal/treearchive"
 )
 
 // Trees (task directories, agent directories, trial outputs) travel
-// between machines as the canonical archives of internal/workspace: one
-// layer whose root is the directory. An archive is named by the SHA-256 of
-// its bytes and bound to the Merkle digest (task.Digest) of the tree it
-// unpacks to, which the receiver recomputes before it uses the tree.
+// between machines as the faithful archives of internal/treearchive: every
+// entry with its kind, mode, owner and time, hard links, devices, fifos
+// and sockets, so that any tree proctor run accepts (a Debian root in its
+// rootfs included) arrives as it left. An archive is named by the SHA-256
+// of its bytes and bound to the Merkle digest (task.Digest) of the tree it
+// unpacks to, which the receiver recomputes from what it unpacked before
+// it uses the tree.
 
 // treeLimits bound a tree sent through the cluster: more than a changeset,
 // less than anything a task needs to be refused for.
-var treeLimits = workspace.Limits{MaxFiles: 1_000_000, MaxBytes: 16 << 30, MaxDepth: 128, MaxPathLen: 4096}
+var treeLimits = treearchive.Limits{MaxEntries: 1_000_000, MaxBytes: 16 << 30, MaxDepth: 128, MaxPathLen: 4096}
 
-// PackTree writes the archive of the tree at dir to w and returns the
-// archive's digest ("sha256:" and hex). Anything the archive cannot carry
-// (a device, a fifo, a socket, a name starting ".wh.") is an error naming
-// it: the receiver would get another tree.
-func PackTree(dir string, w io.Writer) (string, error) {
-	abs, err := filepath.Abs(dir)
+// treeDigest is the Merkle digest of a received tree: fifos, sockets and
+// devices are digested wherever they are (the planned digest, taken under
+// the task's own rules, pins where they may be).
+func treeDigest(dir string) (string, error) {
+	d, err := task.DigestTree(dir, task.DigestOptions{Special: []string{"."}})
 	if err != nil {
 		return "", err
 	}
-	if abs, err = filepath.EvalSymlinks(abs); err != nil {
-		return "", err
-	}
-	cs, err := workspace.Extract([]workspace.Layer{{Dst: "/", Upper: abs}}, treeLimits, w)
+	return d.Digest, nil
+}
+
+// PackTree writes the archive of the tree at dir to w and returns the
+// archive's digest ("sha256:" and hex).
+func PackTree(dir string, w io.Writer) (string, error) {
+	s, err := treearchive.Pack(dir, w, treeLimits)
 	if err != nil {
 		return "", fmt.Errorf("packing %s: %w", dir, err)
 	}
-	if len(cs.Dropped) > 0 {
-		d := cs.Dropped[0]
-		return "", fmt.Errorf("packing %s: %s cannot be sent: %s (%d such)", dir, filepath.Join(dir, d.Path), d.Reason, len(cs.Dropped))
-	}
-	return cs.Digest, nil
+	return s.Digest, nil
 }
 
 // PackTreeFile packs dir into a new temporary file in tmpDir and returns
@@ -63,12 +64,33 @@ func PackTreeFile(dir, tmpDir string) (path, digest string, err error) {
 	return f.Name(), digest, err
 }
 
+// VerifyTree checks, without unpacking it, that the archive at path has
+// the digest archive and unpacks to the tree of Merkle digest tree.
+func VerifyTree(path, archive, tree string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	s, got, err := treearchive.Verify(f, treeLimits)
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", archive, err)
+	}
+	if s.Digest != archive {
+		return fmt.Errorf("archive %s: its bytes have the digest %s", archive, s.Digest)
+	}
+	if got != tree {
+		return fmt.Errorf("archive %s unpacks to the tree %s, not %s", archive, got, tree)
+	}
+	return nil
+}
+
 // UnpackTree unpacks the archive at path, which must have the digest
 // archive, into dst (which must not exist), and checks that the tree it
 // made has the Merkle digest tree. On any error dst does not exist.
 func UnpackTree(path, archive, tree, dst string) error {
 	return unpack(path, archive, dst, func(dir string) error {
-		got, err := task.Digest(dir)
+		got, err := treeDigest(dir)
 		if err != nil {
 			return fmt.Errorf("archive %s: %w", archive, err)
 		}
@@ -80,7 +102,10 @@ func UnpackTree(path, archive, tree, dst string) error {
 }
 
 // unpack unpacks the archive at path, of digest archive, into dst, which
-// must not exist, if check (nil: none) accepts the tree it made.
+// must not exist, if check (nil: none) accepts the tree it made. Owners are
+// the archive's when the caller is root, else the caller's. The tree is
+// made in a directory only its owner can enter (a device node is a device
+// node) and renamed into place whole.
 func unpack(path, archive, dst string, check func(dir string) error) error {
 	if _, err := os.Lstat(dst); err == nil {
 		return fmt.Errorf("unpacking into %s: %w", dst, os.ErrExist)
@@ -90,16 +115,6 @@ func unpack(path, archive, dst string, check func(dir string) error) error {
 		return err
 	}
 	defer f.Close()
-	cs, err := workspace.ReadArchive(f, treeLimits)
-	if err != nil {
-		return fmt.Errorf("archive %s: %w", archive, err)
-	}
-	if cs.Digest != archive {
-		return fmt.Errorf("archive %s: its bytes have the digest %s", archive, cs.Digest)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		return err
-	}
 	tmp, err := os.MkdirTemp(filepath.Dir(dst), ".unpack-*")
 	if err != nil {
 		return err
@@ -110,24 +125,32 @@ func unpack(path, archive, dst string, check func(dir string) error) error {
 			os.RemoveAll(tmp)
 		}
 	}()
-	if err := workspace.Apply(f, cs, []workspace.Layer{{Dst: "/", Upper: tmp}}, nil, os.Geteuid(), os.Getegid()); err != nil {
-		return fmt.Errorf("archive %s: %w", archive, err)
-	}
-	// The directory itself is not in the archive; a tree's root is 0755.
-	if err := os.Chmod(tmp, 0o755); err != nil {
+	if err := os.Chmod(tmp, 0o700); err != nil {
 		return err
 	}
+	tree := filepath.Join(tmp, "tree")
+	if err := os.Mkdir(tree, 0o700); err != nil {
+		return err
+	}
+	s, err := treearchive.Unpack(f, tree, treearchive.UnpackOptions{Limits: treeLimits, Owners: os.Geteuid() == 0})
+	if err != nil {
+		return fmt.Errorf("archive %s: %w", archive, err)
+	}
+	if s.Digest != archive {
+		return fmt.Errorf("archive %s: its bytes have the digest %s", archive, s.Digest)
+	}
 	if check != nil {
-		if err := check(tmp); err != nil {
+		if err := check(tree); err != nil {
 			return err
 		}
 	}
-	if err := os.Rename(tmp, dst); err != nil {
+	if err := os.Rename(tree, dst); err != nil {
 		if errors.Is(err, os.ErrExist) || errors.Is(err, errors.ErrUnsupported) {
 			return fmt.Errorf("unpacking into %s: %w", dst, err)
 		}
 		return err
 	}
 	keep = true
+	os.Remove(tmp)
 	return nil
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/proctor-sandbox/proctor/internal/store"
 	"github.com/proctor-sandbox/proctor/internal/suite"
 	"github.com/proctor-sandbox/proctor/internal/task"
+	"github.com/proctor-sandbox/proctor/internal/testcorpus"
 )
 
 // fleet is a real JetStream server in the test process and worker
@@ -720,5 +721,77 @@ func TestClusterLostTrialRepublished(t *testing.T) {
 	defer st.Close()
 	if c, _ := st.Counts(); c["done"] != 1 {
 		t.Fatalf("counts %v\n%s", c, out)
+	}
+}
+
+// A task whose rootfs is a real Debian root (made by mmdebstrap: device
+// nodes under /dev, set-id programs, files of many owners) runs on the
+// cluster: its archive gives back the planned tree on the worker, and the
+// trial passes there. Before, the archive could not carry such a tree and
+// the coordinator refused the task.
+func TestClusterRootfsTask(t *testing.T) {
+	f := newFleet(t)
+	root := testcorpus.TrixieGit(t)
+	tdir := filepath.Join(t.TempDir(), "debian-task")
+	for p, content := range map[string]string{
+		"task.toml":      "[environment]\nworkdir = \"/app\"\n[proctor]\nrootfs = \"environment/rootfs\"\ngrading = \"state\"\n",
+		"instruction.md": "Write yes to /app/made.\n",
+		"tests/test.sh":  "#!/bin/sh\n. /etc/os-release\nif [ \"$ID\" = debian ] && [ \"$(cat /app/made)\" = yes ] && [ -u /usr/bin/passwd ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(tdir, p)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(tdir, p), []byte(content), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	mnt := filepath.Join(tdir, "environment", "rootfs")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mount(root, mnt, "", syscall.MS_BIND, ""); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Unmount(mnt, syscall.MNT_DETACH) })
+	tk, err := task.Load(tdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	planned, err := task.DigestTree(tk.Dir, tk.DigestOptions(nil))
+	if err != nil || len(planned.Special) == 0 {
+		t.Fatalf("setup: the task's digest %v, special files %v", err, planned)
+	}
+
+	key := f.key("w")
+	f.worker("debian", key, t.TempDir()) // a cache of its own: the tree is fetched and unpacked
+	dir := filepath.Join(f.dir, "suite")
+	out, err := f.bench("--tasks", tdir, "--agent", "honest=echo yes > /app/made", "--trials", "1",
+		"--out", dir, "--trust", key+".pub", "--regrade", "0").CombinedOutput()
+	if err != nil {
+		t.Fatalf("bench --cluster: %v\n%s", err, out)
+	}
+	st, err := store.Open(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	ts, _ := st.Trials()
+	if len(ts) != 1 || ts[0].State != "done" || !ts[0].Result.Passed {
+		t.Fatalf("trials %+v\n%s", ts, out)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, suite.TrialDir(&ts[0]), "verdict.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v struct {
+		Task        struct{ Digest string }
+		Environment struct{ Digest string }
+		Status      string
+	}
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	if v.Task.Digest != planned.Digest || v.Status != "clean" {
+		t.Errorf("the worker ran task %s (%s), planned %s", v.Task.Digest, v.Status, planned.Digest)
 	}
 }

@@ -256,13 +256,10 @@ func (c *Coordinator) upload(ctx context.Context, su *store.Suite) (map[string]c
 			return cluster.Tree{}, fmt.Errorf("%s: %w", what, err)
 		}
 		defer os.Remove(path)
-		// What a worker will unpack, unpacked here first: the archive must
+		// What a worker will unpack, read here first: the archive must
 		// give back the very tree the suite was planned with.
-		if err := UnpackTree(path, digest, want, filepath.Join(tmp, "check")); err != nil {
-			return cluster.Tree{}, fmt.Errorf("%s %s: changed since the suite was planned, or cannot travel: %w", what, dir, err)
-		}
-		if err := os.RemoveAll(filepath.Join(tmp, "check")); err != nil {
-			return cluster.Tree{}, err
+		if err := VerifyTree(path, digest, want); err != nil {
+			return cluster.Tree{}, fmt.Errorf("%s %s: changed since the suite was planned: %w", what, dir, err)
 		}
 		f, err := os.Open(path)
 		if err != nil {

@@ -513,10 +513,10 @@ func (t *TreeHasher) Sum() string {
 type bytesHash []byte
 
 func (b *bytesHash) Write(p []byte) (int, error) { *b = append(*b, p...); return len(p), nil }
-func (b *bytesHash) Sum(in []byte) []byte         { return in }
-func (b *bytesHash) Reset()                       { *b = (*b)[:0] }
-func (b *bytesHash) Size() int                    { return 0 }
-func (b *bytesHash) BlockSize() int               { return 1 }
+func (b *bytesHash) Sum(in []byte) []byte        { return in }
+func (b *bytesHash) Reset()                      { *b = (*b)[:0] }
+func (b *bytesHash) Size() int                   { return 0 }
+func (b *bytesHash) BlockSize() int              { return 1 }
 
 // permBits returns m's POSIX permission bits, 07777.
 func permBits(m fs.FileMode) uint32 {
