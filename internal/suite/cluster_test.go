@@ -730,6 +730,9 @@ func TestClusterLostTrialRepublished(t *testing.T) {
 // trial passes there. Before, the archive could not carry such a tree and
 // the coordinator refused the task.
 func TestClusterRootfsTask(t *testing.T) {
+	if raceEnabled {
+		t.Skip("covered by the run without the race detector (it would only repeat packing and hashing 286 MB under it)")
+	}
 	f := newFleet(t)
 	root := testcorpus.TrixieGit(t)
 	tdir := filepath.Join(t.TempDir(), "debian-task")

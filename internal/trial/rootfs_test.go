@@ -3,6 +3,7 @@ package trial
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -155,66 +156,32 @@ func TestTaskFormCheckedBeforeTheAgent(t *testing.T) {
 }
 
 // A task edited while its trial runs is caught: the trial ends in error,
-// not in a verdict on a tree nobody ran.
+// not in a verdict on a tree nobody ran. The edit is made once the agent
+// is seen running (its process named by a marker), so after the digest
+// taken before it.
 func TestTaskChangedDuringTheTrial(t *testing.T) {
 	requireRoot(t)
 	tk := writeTask(t, taskSpec{test: "echo 1 > /logs/verifier/reward.txt"})
-	done := make(chan struct{})
+	marker := fmt.Sprintf("proctor-mid-trial-%d", time.Now().UnixNano())
+	done := make(chan bool)
 	go func() {
-		defer close(done)
-		time.Sleep(300 * time.Millisecond)
-		os.WriteFile(filepath.Join(tk.Tests, "test.sh"), []byte("#!/bin/sh\necho 1 > /logs/verifier/reward.txt # edited\n"), 0o755)
+		for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+			procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+			for _, p := range procs {
+				if b, _ := os.ReadFile(p); strings.Contains(string(b), marker) {
+					os.WriteFile(filepath.Join(tk.Tests, "test.sh"), []byte("#!/bin/sh\necho 1 > /logs/verifier/reward.txt # edited\n"), 0o755)
+					done <- true
+					return
+				}
+			}
+		}
+		done <- false
 	}()
-	v, _ := runTrial2(t, tk, "sleep 1")
-	<-done
+	v, _ := runTrial2(t, tk, "bash -c "+shellQuote("exec -a "+marker+" sleep 2"))
+	if !<-done {
+		t.Fatal("never saw the agent running")
+	}
 	if v.Passed || v.Status != StatusError || !strings.Contains(v.Error, "changed while its trial ran") {
 		t.Fatalf("passed=%t status=%s error=%q: want an error saying the task changed", v.Passed, v.Status, v.Error)
-	}
-}
-
-// A rootfs directory without the workdir (and no workspace) runs as Docker
-// runs an image without its WORKDIR: the directory is there, made by the
-// harness, never part of the changeset's form check. A workdir that is a
-// file in the rootfs is refused before anything runs.
-func TestRootfsWorkdir(t *testing.T) {
-	requireRoot(t)
-	noWorkspace := func(tk *task.Task) *task.Task {
-		t.Helper()
-		must(t, os.RemoveAll(filepath.Join(tk.Dir, "environment", "workspace")))
-		tk, err := task.Load(tk.Dir)
-		must(t, err)
-		return tk
-	}
-	tk := noWorkspace(writeTask(t, taskSpec{
-		grading: "state",
-		rootfs:  func(root string) { busyboxRootfs(t, root) },
-		test:    `[ "$(cat /app/made)" = yes ] && [ "$(stat -c %u:%a /app)" = 0:755 ] && echo 1 > /logs/verifier/reward.txt || echo 0 > /logs/verifier/reward.txt`,
-	}))
-	if tk.Proctor.Workspace != "" {
-		t.Fatal("setup: the task has a workspace")
-	}
-	v, out := runTrial(t, tk, "pwd && echo yes > made", "")
-	if !v.Passed || v.Status != StatusClean || !strings.Contains(readFile(t, filepath.Join(out, AgentLog)), "/app") {
-		t.Fatalf("passed=%t status=%s error=%q\nagent:\n%s\ngrader:\n%s", v.Passed, v.Status, v.Error,
-			readFile(t, filepath.Join(out, AgentLog)), readFile(t, filepath.Join(out, GraderLog)))
-	}
-	if _, err := os.Lstat(filepath.Join(tk.Proctor.Rootfs, "app")); err == nil {
-		t.Error("the workdir was made in the rootfs directory itself")
-	}
-
-	tk = noWorkspace(writeTask(t, taskSpec{
-		rootfs: func(root string) {
-			busyboxRootfs(t, root)
-			must(t, os.WriteFile(filepath.Join(root, "app"), []byte("a file\n"), 0o644))
-		},
-		test: "echo 1 > /logs/verifier/reward.txt",
-	}))
-	out = filepath.Join(t.TempDir(), "out")
-	v, err := Run(context.Background(), Options{Task: tk, Agent: "true", Out: out, CacheDir: sharedCache, Key: testKey})
-	if v != nil || err == nil || !strings.Contains(err.Error(), "[environment].workdir") || !strings.Contains(err.Error(), "not a directory") {
-		t.Fatalf("Run = %v, %v: want a refusal naming [environment].workdir", v, err)
-	}
-	if _, err := os.Stat(out); err == nil {
-		t.Error("the output directory was made")
 	}
 }
