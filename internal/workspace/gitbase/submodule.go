@@ -22,8 +22,14 @@ import (
 // initialised in src, or lacking the commit) is a *SubmoduleError: the copy
 // is refused, not built with an empty directory where the code should be.
 
-// maxSubmoduleDepth bounds submodules of submodules.
-const maxSubmoduleDepth = 8
+// maxSubmoduleDepth bounds submodules of submodules; maxSubmodules the
+// repositories one copy may hold below its own, nested ones included (each
+// is a whole copy: a few gitlinks a level would otherwise multiply them
+// level after level).
+const (
+	maxSubmoduleDepth = 8
+	maxSubmodules     = 64
+)
 
 // gitlink is one submodule entry of base's tree.
 type gitlink struct{ path, commit string }
@@ -55,6 +61,7 @@ func placeSubmodules(ctx context.Context, g *git, r *srcRepo, repoDir string, ow
 	if err != nil {
 		return err
 	}
+	total := 0
 	for _, l := range links {
 		fail := func(err error) error { return &SubmoduleError{Repo: r.path, Path: l.path, Commit: l.commit, Err: err} }
 		if depth+1 > maxSubmoduleDepth {
@@ -75,6 +82,13 @@ func placeSubmodules(ctx context.Context, g *git, r *srcRepo, repoDir string, ow
 				return fail(fmt.Errorf("%s lacks the commit: fetch it there (git -C %s fetch), or update the submodule", sub, sub))
 			}
 			return fail(err)
+		}
+		n, err := countRepos(dir)
+		if err != nil {
+			return err
+		}
+		if total += n; total > maxSubmodules {
+			return fail(fmt.Errorf("more than %d submodule repositories, nested ones included", maxSubmodules))
 		}
 		dst := filepath.Join(repoDir, filepath.FromSlash(l.path))
 		if err := os.MkdirAll(dst, 0o755); err != nil {
@@ -115,6 +129,23 @@ func verifySubmodules(ctx context.Context, g *git, repoDir string, own []string)
 	return nil
 }
 
+// countRepos counts the repositories of a finished copy: its own and every
+// submodule's below it.
+func countRepos(dir string) (int, error) {
+	n := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == ".git" {
+			n++
+			return filepath.SkipDir
+		}
+		return nil
+	})
+	return n, err
+}
+
 // submoduleNames maps each submodule path of base's .gitmodules to its
 // name. The file is read by git config as a blob of the copy: data, with
 // no include followed.
@@ -143,16 +174,32 @@ func submoduleNames(ctx context.Context, g *git, repoDir string, own []string, c
 	return names, nil
 }
 
-// submoduleRepo finds the repository of the submodule name at path.
+// submoduleRepo finds the repository of the submodule name at path. It
+// must lie inside src (its git directory or its working tree), symlinks
+// resolved: a crafted modules/NAME, or a gitfile, must not lend the copy
+// the objects of another repository of this machine.
 func (r *srcRepo) submoduleRepo(name, path string) (string, error) {
 	if !safeRel(name) || !safeRel(path) {
 		return "", fmt.Errorf("unsafe submodule name %q or path %q", name, path)
+	}
+	inside := func(sub string) error {
+		s, err := openSrc(sub)
+		if err != nil {
+			return err
+		}
+		for _, d := range []string{s.gitDir, s.commonDir} {
+			real := realPath(d)
+			if !within(real, realPath(r.commonDir)) && !within(real, realPath(r.gitDir)) && (r.path == r.gitDir || !within(real, realPath(r.path))) {
+				return fmt.Errorf("its repository %s lies outside %s", real, r.path)
+			}
+		}
+		return nil
 	}
 	var tried []string
 	for _, base := range []string{r.gitDir, r.commonDir} {
 		dir := filepath.Join(base, "modules", filepath.FromSlash(name))
 		if isGitDir(dir) {
-			return dir, nil
+			return dir, inside(dir)
 		}
 		tried = append(tried, dir)
 	}
@@ -160,7 +207,7 @@ func (r *srcRepo) submoduleRepo(name, path string) (string, error) {
 		wt := filepath.Join(r.path, filepath.FromSlash(path))
 		if _, err := os.Lstat(filepath.Join(wt, ".git")); err == nil {
 			if _, err := openSrc(wt); err == nil {
-				return wt, nil
+				return wt, inside(wt)
 			}
 		}
 		tried = append(tried, filepath.Join(wt, ".git"))

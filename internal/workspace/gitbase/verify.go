@@ -73,6 +73,15 @@ func verifyCopy(ctx context.Context, g *git, repoDir string, own []string, commi
 		if err := readIdx(idx, hexLen/2, held); err != nil {
 			return leak("%s: %v", idx, err)
 		}
+		// The pack must be exactly its objects: git pack-objects copies a
+		// reused object's bytes as the source's index delimits them, and
+		// so would copy whatever a crafted source put between two objects.
+		// index-pack parses every object, end to end, and checks the pack
+		// against the index. (The path is absolute: never an option.)
+		pack := strings.TrimSuffix(idx, ".idx") + ".pack"
+		if _, err := g.run(ctx, repoDir, own, "index-pack", "--verify", pack); err != nil {
+			return leak("%s is not exactly its objects: %v", filepath.Base(pack), err)
+		}
 	}
 	for _, id := range loose {
 		held[id] = true
