@@ -24,7 +24,7 @@ type TrialMsg struct {
 	Task         string `json:"task"`        // task name
 	TaskDigest   string `json:"task_digest"` // archive digest in PROCTOR_TASKS
 	Index        int    `json:"index"`       // repetition of (agent, task), from 0
-	// TaskTree is the Merkle digest (internal/task.Digest) the archive must
+	// TaskTree is the Merkle digest (internal/task.DigestTree) the archive must
 	// unpack to; the worker checks it before it runs anything.
 	TaskTree string `json:"task_tree,omitempty"`
 	// AgentDir, when set, is the archive of the directory mounted at /agent.

@@ -89,7 +89,8 @@ func VerifyTree(path, archive, tree string) error {
 // archive, into dst (which must not exist), and checks that the tree it
 // made has the Merkle digest tree. On any error dst does not exist.
 func UnpackTree(path, archive, tree, dst string) error {
-	return unpack(path, archive, dst, func(dir string) error {
+	o := treearchive.UnpackOptions{Limits: treeLimits, Owners: os.Geteuid() == 0}
+	return unpack(path, archive, dst, o, func(dir string) error {
 		got, err := treeDigest(dir)
 		if err != nil {
 			return fmt.Errorf("archive %s: %w", archive, err)
@@ -101,12 +102,19 @@ func UnpackTree(path, archive, tree, dst string) error {
 	})
 }
 
+// unpackFiles unpacks an archive of plain files and directories (a trial's
+// output from a worker) into dst, which must not exist: a device, a fifo,
+// a socket, a hard link or a set-id bit in it is refused, and everything
+// belongs to the caller.
+func unpackFiles(path, archive, dst string) error {
+	return unpack(path, archive, dst, treearchive.UnpackOptions{Limits: treeLimits, FilesOnly: true}, nil)
+}
+
 // unpack unpacks the archive at path, of digest archive, into dst, which
-// must not exist, if check (nil: none) accepts the tree it made. Owners are
-// the archive's when the caller is root, else the caller's. The tree is
-// made in a directory only its owner can enter (a device node is a device
-// node) and renamed into place whole.
-func unpack(path, archive, dst string, check func(dir string) error) error {
+// must not exist, with o, if check (nil: none) accepts the tree it made.
+// The tree is made in a directory only its owner can enter (a device node
+// is a device node) and renamed into place whole.
+func unpack(path, archive, dst string, o treearchive.UnpackOptions, check func(dir string) error) error {
 	if _, err := os.Lstat(dst); err == nil {
 		return fmt.Errorf("unpacking into %s: %w", dst, os.ErrExist)
 	}
@@ -132,7 +140,7 @@ func unpack(path, archive, dst string, check func(dir string) error) error {
 	if err := os.Mkdir(tree, 0o700); err != nil {
 		return err
 	}
-	s, err := treearchive.Unpack(f, tree, treearchive.UnpackOptions{Limits: treeLimits, Owners: os.Geteuid() == 0})
+	s, err := treearchive.Unpack(f, tree, o)
 	if err != nil {
 		return fmt.Errorf("archive %s: %w", archive, err)
 	}

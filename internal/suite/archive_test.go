@@ -130,3 +130,62 @@ func mustRead(t *testing.T, p string) []byte {
 	}
 	return b
 }
+
+// A trial's output comes from a worker: unpacked on the coordinator, it may
+// hold only directories and plain files of the coordinator's own, never a
+// set-id program, a device, a fifo or a hard link.
+func TestResultsArePlainFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("cannot run here: needs root (under CI a skipped test is a failure)")
+		}
+		t.Skip("needs root: device nodes, owners")
+	}
+	plant := map[string]func(dir string) error{
+		"a set-id program": func(dir string) error {
+			os.WriteFile(filepath.Join(dir, "agent.log"), []byte("x"), 0o755)
+			return os.Chmod(filepath.Join(dir, "agent.log"), 0o755|os.ModeSetuid)
+		},
+		"a device": func(dir string) error {
+			return unix.Mknod(filepath.Join(dir, "disk"), unix.S_IFBLK|0o666, int(unix.Mkdev(8, 0)))
+		},
+		"a fifo": func(dir string) error { return unix.Mkfifo(filepath.Join(dir, "p"), 0o644) },
+		"a hard link": func(dir string) error {
+			return os.Link(filepath.Join(dir, "verdict.json"), filepath.Join(dir, "bundle.json"))
+		},
+		"a sticky dir": func(dir string) error {
+			os.Mkdir(filepath.Join(dir, "d"), 0o755)
+			return os.Chmod(filepath.Join(dir, "d"), 0o777|os.ModeSticky)
+		},
+		"nothing wrong": func(dir string) error { return os.Chown(filepath.Join(dir, "verdict.json"), 1234, 1234) },
+	}
+	for name, f := range plant {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			os.WriteFile(filepath.Join(dir, "verdict.json"), []byte("{}"), 0o644)
+			if err := f(dir); err != nil {
+				t.Fatal(err)
+			}
+			tmp := t.TempDir()
+			path, digest, err := PackTreeFile(dir, tmp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out := filepath.Join(tmp, "out")
+			err = unpackResult(path, digest, out)
+			if name == "nothing wrong" {
+				var st unix.Stat_t
+				if err != nil || unix.Stat(filepath.Join(out, "verdict.json"), &st) != nil || st.Uid != 0 {
+					t.Fatalf("plain files: %v (owner %d, want the caller's)", err, st.Uid)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), "only directories and plain files") {
+				t.Fatalf("unpackResult = %v, want a refusal", err)
+			}
+			if _, err := os.Lstat(out); err == nil {
+				t.Error("the refused output was left in place")
+			}
+		})
+	}
+}

@@ -453,4 +453,4 @@ func printable(s string) string {
 
 // unpackResult unpacks a trial's output archive into out. Its tree digest
 // is not known beforehand: the bundle inside, checked next, binds it.
-func unpackResult(path, archive, out string) error { return unpack(path, archive, out, nil) }
+func unpackResult(path, archive, out string) error { return unpackFiles(path, archive, out) }

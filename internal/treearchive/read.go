@@ -127,11 +127,12 @@ func (r *reader) meta() (meta, error) {
 	if err != nil {
 		return m, err
 	}
-	uid, err := r.bounded(1<<32-1, "uid")
+	// (uid_t)-1 means "leave unchanged" to chown: no inode has it.
+	uid, err := r.bounded(1<<32-2, "uid")
 	if err != nil {
 		return m, err
 	}
-	gid, err := r.bounded(1<<32-1, "gid")
+	gid, err := r.bounded(1<<32-2, "gid")
 	if err != nil {
 		return m, err
 	}
@@ -251,10 +252,12 @@ func (r *reader) next(leave func(frame) error) (*entry, error) {
 			return nil, r.fail(e.path, errors.New("a symlink's target is empty or holds NUL, or its mode is not 0"))
 		}
 	case kindChar, kindBlock:
-		if e.major, err = r.bounded(1<<32-1, "major"); err != nil {
+		// The kernel's device numbers: 12 bits of major, 20 of minor;
+		// mknod would truncate anything more.
+		if e.major, err = r.bounded(1<<12-1, "major"); err != nil {
 			return nil, err
 		}
-		if e.minor, err = r.bounded(1<<32-1, "minor"); err != nil {
+		if e.minor, err = r.bounded(1<<20-1, "minor"); err != nil {
 			return nil, err
 		}
 	default:

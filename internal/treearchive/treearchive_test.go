@@ -296,6 +296,10 @@ func TestHostileArchives(t *testing.T) {
 		"non-minimal varint":        nonMinimal(build(root, file("a", "x"))),
 		"a 1 TB file":               build(root, ent{kind: 'f', path: "a", mode: 0o644, size: 1 << 40}),
 		"a name of 256 bytes":       build(root, file(strings.Repeat("n", 256), "x")),
+		"a major beyond 12 bits":    build(root, ent{kind: 'b', path: "sda", mode: 0o600, major: 4104}),
+		"a minor beyond 20 bits":    build(root, ent{kind: 'c', path: "tty", mode: 0o600, major: 4, minor: 1 << 20}),
+		"uid -1":                    build(root, ent{kind: 'f', path: "a", mode: 0o4755, uid: 1<<32 - 1, content: "x"}),
+		"gid -1":                    build(root, ent{kind: 'f', path: "a", mode: 0o644, gid: 1<<32 - 1, content: "x"}),
 	}
 	for cut := 1; cut < len(good); cut += 3 {
 		cases[fmt.Sprintf("truncated at %d", cut)] = good[:cut]

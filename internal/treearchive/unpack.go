@@ -3,6 +3,7 @@ package treearchive
 import (
 	"crypto/sha256"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"unsafe"
@@ -69,6 +70,11 @@ type UnpackOptions struct {
 	// Owners gives every entry the owner and group the archive records
 	// (which needs root); without it they belong to the caller.
 	Owners bool
+	// FilesOnly refuses every entry but directories and regular files
+	// (no hard links), and any set-id or sticky bit: for trees from a
+	// party that must not plant a device, a fifo or a set-id program
+	// (a worker's trial output, on the coordinator).
+	FilesOnly bool
 }
 
 // Unpack unpacks an archive into dir, an empty directory (which takes the
@@ -95,6 +101,9 @@ func Unpack(r io.Reader, dir string, o UnpackOptions) (*Summary, error) {
 		}
 		if e == nil {
 			break
+		}
+		if o.FilesOnly && (e.kind != kindDir && e.kind != kindFile || e.meta.mode&0o7000 != 0) {
+			return nil, &PathError{Op: "unpack", Path: e.path, Err: fmt.Errorf("only directories and plain files may be here (kind %q, mode %#o)", e.kind, e.meta.mode)}
 		}
 		if err := u.put(e, buf); err != nil {
 			return nil, err

@@ -445,8 +445,10 @@ func (l *layout) lstatLower(p string) (pristineKind, string, error) {
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFCHR, unix.S_IFBLK, unix.S_IFIFO, unix.S_IFSOCK:
-		if ly.mask != "" {
-			return pristineAbsent, "", nil // hidden by the mask: never in a sandbox
+		var wh unix.Stat_t
+		if ly.mask != "" && unix.Lstat(filepath.Join(ly.mask, filepath.FromSlash(rel)), &wh) == nil &&
+			wh.Mode&unix.S_IFMT == unix.S_IFCHR && wh.Rdev == 0 {
+			return pristineAbsent, "", nil // whited out by the mask: never in a sandbox
 		}
 	case unix.S_IFDIR:
 		return pristineDir, "", nil

@@ -185,3 +185,22 @@ func TestTaskChangedDuringTheTrial(t *testing.T) {
 		t.Fatalf("passed=%t status=%s error=%q: want an error saying the task changed", v.Passed, v.Status, v.Error)
 	}
 }
+
+// The policy's pristine view calls a special file absent only where the
+// mask whites it out: an image's fifo, which stays in the sandbox, is a
+// file the environment ships.
+func TestPristineSpecialFiles(t *testing.T) {
+	lower, mask := t.TempDir(), t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(lower, "usr", "bin"), 0o755))
+	must(t, os.MkdirAll(filepath.Join(lower, "run"), 0o755))
+	must(t, syscall.Mkfifo(filepath.Join(lower, "usr", "bin", "tool"), 0o755))
+	must(t, syscall.Mkfifo(filepath.Join(lower, "run", "initctl"), 0o600))
+	must(t, os.MkdirAll(filepath.Join(mask, "run"), 0o755))
+	must(t, syscall.Mknod(filepath.Join(mask, "run", "initctl"), syscall.S_IFCHR, 0))
+	l := &layout{layers: []layer{{dst: "/", lower: lower, mask: mask}}}
+	for p, want := range map[string]pristineKind{"/usr/bin/tool": pristineOther, "/run/initctl": pristineAbsent, "/run": pristineDir} {
+		if got, err := l.pristine(p); err != nil || got != want {
+			t.Errorf("pristine(%s) = %v, %v; want %v", p, got, err, want)
+		}
+	}
+}
