@@ -31,7 +31,7 @@ mkdir -p "$t/tests" "$ws"
 printf '[environment]\nmemory_mb = 1024\n[proctor]\nrootfs = "host"\nworkspace = "environment/workspace"\ngit_base = "base"\n' > "$t/task.toml"
 echo "Do nothing." > "$t/instruction.md"
 printf '#!/bin/sh\necho 1 > /logs/verifier/reward.txt\n' > "$t/tests/test.sh"
-g() { git -C "$ws" -c user.name=bench -c user.email=bench@example.invalid "$@"; }
+g() { git -C "$ws" -c gc.auto=0 -c user.name=bench -c user.email=bench@example.invalid "$@"; }
 g init -q
 cp -a "$goroot/src" "$ws/src"; g add -A; g commit -qm "src"
 cp -a "$goroot/test" "$ws/test"; g add -A; g commit -qm "test"
