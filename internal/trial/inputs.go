@@ -13,8 +13,8 @@ import (
 // inputs are the digests of a trial's inputs, taken before anything runs:
 // the walk that takes them is also the last check of their form (a fifo in
 // tests/, a file that cannot be read), so a task that fails it fails
-// before its agent phase, never after. The agent phase then runs beside a
-// second walk that must find the same (runner.digest).
+// before its agent phase, never after. Once the agent phase is over, a
+// second walk, beside freeze and grading, must find the same (runner.recheck).
 type inputs struct {
 	task     string // the task directory's Merkle digest
 	agentDir string // --agent-dir's, or ""
@@ -45,7 +45,7 @@ func digestInputs(t *task.Task, agentDir string, cache *task.HashCache) (*inputs
 	return in, nil
 }
 
-// same compares the inputs found beside the agent phase with those the
+// same compares the inputs found after the agent phase with those the
 // trial started from.
 func (in *inputs) same(again *inputs) error {
 	switch {

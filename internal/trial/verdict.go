@@ -69,8 +69,11 @@ type Verdict struct {
 	// workspace), host_scan (for a "host" environment, finding the host
 	// files to mask), layout (the agent's scratch tmpfs and layer directories;
 	// the overlays themselves are mounted as the agent's sandbox starts),
-	// digest (of every input, beside the agent
-	// phase), freeze (reading the changeset) and total. The phases' own times are in Phases.
+	// inputs (the digest of the task, its rootfs and the agent directory,
+	// before anything runs), digest (a "host" environment's, beside the
+	// agent phase), recheck (the inputs' digest again, beside freeze and
+	// grading), freeze (reading the changeset) and total. The phases' own
+	// times are in Phases.
 	TimingsMS map[string]int64 `json:"timings_ms"`
 	// Network is the agent phase's network and what its proxy decided.
 	Network NetworkRef `json:"network"`
