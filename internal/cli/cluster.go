@@ -90,6 +90,11 @@ CA.`,
 			ctx, cancel := context.WithTimeout(c.Context(), 30*time.Second)
 			conn, err := srv.Connect(ctx)
 			cancel()
+			if err != nil && c.Context().Err() != nil {
+				// Stopped (Ctrl-C) before it was ready: a stop, not a failure.
+				fmt.Fprintf(stdout, "proctor: cluster stopped\n")
+				return nil
+			}
 			if err != nil {
 				return err
 			}
