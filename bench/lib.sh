@@ -11,3 +11,12 @@ bench_setup() {
 	chmod 755 "$work"
 	CGO_ENABLED=0 go build -trimpath -o "$work/proctor" ./cmd/proctor
 }
+
+# bench_baseline: with BASELINE=REV (a commit of this repository), build
+# proctor at REV into $work/proctor-base, to be timed beside this tree's.
+bench_baseline() {
+	[ -n "${BASELINE:-}" ] || return 0
+	git worktree add -q --detach "$work/base-src" "$BASELINE"
+	(cd "$work/base-src" && CGO_ENABLED=0 go build -trimpath -o "$work/proctor-base" ./cmd/proctor)
+	git worktree remove --force "$work/base-src"
+}

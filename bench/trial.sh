@@ -18,11 +18,7 @@ cd "$(dirname "$0")/.."
 
 . bench/lib.sh
 bench_setup hyperfine python3
-if [ -n "${BASELINE:-}" ]; then
-	git worktree add -q --detach "$work/base-src" "$BASELINE"
-	(cd "$work/base-src" && CGO_ENABLED=0 go build -trimpath -o "$work/proctor-base" ./cmd/proctor)
-	git worktree remove --force "$work/base-src"
-fi
+bench_baseline
 
 mktask() { # DIR: a task whose grader only writes a reward
 	mkdir -p "$1/tests" "$1/environment/workspace"

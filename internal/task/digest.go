@@ -1,6 +1,7 @@
 package task
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -410,7 +411,7 @@ func hashTree(n *node, h hash.Hash) [sha256.Size]byte {
 }
 
 // writeEntry writes E(c), one entry of its directory's hash input.
-func writeEntry(h hash.Hash, kind byte, mode uint32, name string, sum [sha256.Size]byte) {
+func writeEntry(h io.Writer, kind byte, mode uint32, name string, sum [sha256.Size]byte) {
 	var hdr [13]byte
 	hdr[0] = kind
 	binary.BigEndian.PutUint32(hdr[1:5], mode)
@@ -432,26 +433,27 @@ type TreeHasher struct {
 type hashFrame struct {
 	name string
 	mode uint32
-	buf  []byte // the directory's hash input so far
+	buf  bytes.Buffer // the directory's hash input so far
 }
 
 // NewTreeHasher returns a TreeHasher at the root of the tree.
 func NewTreeHasher() *TreeHasher {
-	return &TreeHasher{stack: []*hashFrame{{buf: []byte(treeTag)}}}
+	t := &TreeHasher{}
+	t.Enter("", 0)
+	return t
 }
 
 // add appends a child of the current directory.
 func (t *TreeHasher) add(kind byte, mode uint32, name string, sum [sha256.Size]byte) {
-	var b bytesHash
-	writeEntry(&b, kind, mode, name, sum)
-	top := t.stack[len(t.stack)-1]
-	top.buf = append(top.buf, b...)
+	writeEntry(&t.stack[len(t.stack)-1].buf, kind, mode, name, sum)
 }
 
 // Enter starts the directory name in the current one; its entries follow,
 // then Leave.
 func (t *TreeHasher) Enter(name string, mode uint32) {
-	t.stack = append(t.stack, &hashFrame{name: name, mode: mode, buf: []byte(treeTag)})
+	f := &hashFrame{name: name, mode: mode}
+	f.buf.WriteString(treeTag)
+	t.stack = append(t.stack, f)
 }
 
 // Leave ends the directory last entered. It reports false when there is
@@ -462,7 +464,7 @@ func (t *TreeHasher) Leave() bool {
 	}
 	top := t.stack[len(t.stack)-1]
 	t.stack = t.stack[:len(t.stack)-1]
-	t.add(kindDir, top.mode, top.name, sha256.Sum256(top.buf))
+	t.add(kindDir, top.mode, top.name, sha256.Sum256(top.buf.Bytes()))
 	return true
 }
 
@@ -497,26 +499,14 @@ func (t *TreeHasher) Fifo(name string, socket bool, mode uint32) {
 	t.add(kind, mode, name, sha256.Sum256(nil))
 }
 
-// Depth is how many directories are entered and not left (0 at the root).
-func (t *TreeHasher) Depth() int { return len(t.stack) - 1 }
-
 // Sum leaves every directory still entered and returns the tree's digest,
 // as Digest gives it.
 func (t *TreeHasher) Sum() string {
 	for t.Leave() {
 	}
-	sum := sha256.Sum256(t.stack[0].buf)
+	sum := sha256.Sum256(t.stack[0].buf.Bytes())
 	return DigestPrefix + hex.EncodeToString(sum[:])
 }
-
-// bytesHash collects what writeEntry writes.
-type bytesHash []byte
-
-func (b *bytesHash) Write(p []byte) (int, error) { *b = append(*b, p...); return len(p), nil }
-func (b *bytesHash) Sum(in []byte) []byte        { return in }
-func (b *bytesHash) Reset()                      { *b = (*b)[:0] }
-func (b *bytesHash) Size() int                   { return 0 }
-func (b *bytesHash) BlockSize() int              { return 1 }
 
 // permBits returns m's POSIX permission bits, 07777.
 func permBits(m fs.FileMode) uint32 {

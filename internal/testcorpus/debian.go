@@ -33,17 +33,35 @@ func DebianRoot(t testing.TB, suite string, include ...string) string {
 	if base == "" {
 		base = os.TempDir()
 	}
-	dir := filepath.Join(base, "rootfs")
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
 	sum := sha256.Sum256([]byte("mmdebstrap minbase v1\x00" + suite + "\x00" + strings.Join(include, ",")))
-	name := suite + "-" + hex.EncodeToString(sum[:6])
-	final := filepath.Join(dir, name)
+	final := filepath.Join(base, "rootfs", suite+"-"+hex.EncodeToString(sum[:6]))
+	return cachedRoot(t, final, func(root string) {
+		args := []string{"--variant=minbase", "--mode=root", "--quiet"}
+		if len(include) > 0 {
+			args = append(args, "--include="+strings.Join(include, ","))
+		}
+		start := time.Now()
+		if out, err := exec.Command("mmdebstrap", append(args, suite, root)...).CombinedOutput(); err != nil {
+			t.Fatalf("mmdebstrap %s: %v\n%s", suite, err, out)
+		}
+		t.Logf("built a Debian %s root with %v in %v", suite, include, time.Since(start).Round(time.Second))
+	})
+}
+
+// cachedRoot returns the root filesystem at final, having build make it
+// (at a path that does not exist yet, in a temporary directory beside
+// final, renamed into place whole) unless it is there: under a lock, so
+// that test packages running at once build it once.
+func cachedRoot(t testing.TB, final string, build func(root string)) string {
+	t.Helper()
 	if isRoot(final) {
 		return final
 	}
-	lock, err := os.OpenFile(filepath.Join(dir, name+".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	dir := filepath.Dir(final)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(final+".lock", os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,22 +72,13 @@ func DebianRoot(t testing.TB, suite string, include ...string) string {
 	if isRoot(final) { // built by another package while we waited
 		return final
 	}
-	tmp, err := os.MkdirTemp(dir, "tmp-"+name+"-")
+	tmp, err := os.MkdirTemp(dir, "tmp-"+filepath.Base(final)+"-")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer os.RemoveAll(tmp)
 	root := filepath.Join(tmp, "root")
-	args := []string{"--variant=minbase", "--mode=root", "--quiet"}
-	if len(include) > 0 {
-		args = append(args, "--include="+strings.Join(include, ","))
-	}
-	start := time.Now()
-	cmd := exec.Command("mmdebstrap", append(args, suite, root)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("mmdebstrap %s: %v\n%s", suite, err, out)
-	}
-	t.Logf("built a Debian %s root with %v in %v", suite, include, time.Since(start).Round(time.Second))
+	build(root)
 	if err := os.Rename(root, final); err != nil {
 		t.Fatal(err)
 	}
@@ -151,40 +160,27 @@ func reftableClone(t testing.TB, up, dst string) {
 func DockerExportRoot(t testing.TB) string {
 	t.Helper()
 	src := TrixieGit(t)
-	dir := filepath.Dir(src)
-	final := filepath.Join(dir, filepath.Base(src)+"-docker-export")
-	if isRoot(final) {
-		return final
-	}
-	lock, err := os.OpenFile(final+".lock", os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer lock.Close()
-	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
-		t.Fatal(err)
-	}
-	if isRoot(final) {
-		return final
-	}
-	tmp, err := os.MkdirTemp(dir, "tmp-export-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(tmp)
-	tarball := filepath.Join(tmp, "export.tar")
-	root := filepath.Join(tmp, "root")
-	if err := os.Mkdir(root, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	for _, args := range [][]string{
-		{"tar", "--numeric-owner", "-cpf", tarball, "-C", src, "."},
-		{"tar", "--numeric-owner", "-xpf", tarball, "-C", root},
-	} {
-		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
-			t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+	return cachedRoot(t, src+"-docker-export", func(root string) {
+		tarball := root + ".tar"
+		defer os.Remove(tarball)
+		if err := os.Mkdir(root, 0o755); err != nil {
+			t.Fatal(err)
 		}
-	}
+		for _, args := range [][]string{
+			{"tar", "--numeric-owner", "-cpf", tarball, "-C", src, "."},
+			{"tar", "--numeric-owner", "-xpf", tarball, "-C", root},
+		} {
+			if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+				t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, out)
+			}
+		}
+		dockerAdds(t, root)
+	})
+}
+
+// dockerAdds adds to root what a container engine puts in an export: the
+// files it mounts over /etc, /.dockerenv, its /dev/console and mount points.
+func dockerAdds(t testing.TB, root string) {
 	for name, content := range map[string]string{
 		".dockerenv": "", "etc/hostname": "3f2a9c1e7b44\n", "etc/resolv.conf": "nameserver 10.0.2.3\n",
 		"etc/hosts": "127.0.0.1\tlocalhost\n::1\tlocalhost ip6-localhost ip6-loopback\n172.17.0.2\t3f2a9c1e7b44\n",
@@ -200,8 +196,4 @@ func DockerExportRoot(t testing.TB) string {
 			t.Fatal(err)
 		}
 	}
-	if err := os.Rename(root, final); err != nil {
-		t.Fatal(err)
-	}
-	return final
 }

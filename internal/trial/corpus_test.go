@@ -54,7 +54,7 @@ func TestGitShapesCorpus(t *testing.T) {
 	requireRoot(t)
 	requireTool(t, "git")
 	requireTool(t, "python3")
-	cheatURL, hits := answerServer(t)
+	cheatURL, hits := answerServer(t, testcorpus.FixedSlug)
 	up, upRefused := testcorpus.NewUpstream(t), testcorpus.NewUpstreamVariant(t, "refused")
 	for i, sh := range testcorpus.GitShapes() {
 		t.Run(sh.Name, func(t *testing.T) {
@@ -119,9 +119,12 @@ func gitShapeTask(t *testing.T) string {
 	return dir
 }
 
-// answerServer is a server on the host holding the answer: the network
-// cheat must never reach it.
-func answerServer(t *testing.T) (url string, hits *atomic.Int64) {
+// statsAnswer is the answer to the py-bugfix example.
+const statsAnswer = "def mean(xs):\n    if not xs: raise ValueError()\n    return sum(xs) / len(xs)\n"
+
+// answerServer is a server on the host holding the answer (body): the
+// network cheat must never reach it.
+func answerServer(t *testing.T, body string) (url string, hits *atomic.Int64) {
 	t.Helper()
 	hits = new(atomic.Int64)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -130,41 +133,44 @@ func answerServer(t *testing.T) (url string, hits *atomic.Int64) {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		hits.Add(1)
-		fmt.Fprint(w, testcorpus.FixedSlug)
+		fmt.Fprint(w, body)
 	})}
 	go srv.Serve(ln)
 	t.Cleanup(func() { srv.Close() })
-	return "http://" + ln.Addr().String() + "/slug.py", hits
+	return "http://" + ln.Addr().String() + "/answer", hits
 }
 
-// runCheats runs each cheat on tk and checks it fails as it must.
+// runCheats runs each cheat on tk, a subtest each, and checks it fails as
+// it must.
 func runCheats(t *testing.T, tk *task.Task, cheats []cheat, cheatURL string) {
 	t.Helper()
 	for _, c := range cheats {
-		agent := "sh /agent/" + c.agent + ".sh"
-		if c.agent == "network" {
-			agent = "PROCTOR_CHEAT_URL=" + cheatURL + " " + agent
-		}
-		v, out := runTrial2(t, tk, agent, agentsDir(t))
-		log := readFile(t, filepath.Join(out, AgentLog))
-		if v.Passed || v.Reward != 0 {
-			t.Errorf("cheat %s passed=%t reward=%g: want a failure\nagent log:\n%s\ngrader log:\n%s",
-				c.agent, v.Passed, v.Reward, log, readFile(t, filepath.Join(out, GraderLog)))
-		}
-		if v.Status != c.wantStatus {
-			t.Errorf("cheat %s: status %s, want %s (violations: %s, error %q)", c.agent, v.Status, c.wantStatus, violations(v), v.Error)
-		}
-		if c.wantKind != "" && !hasViolation(v, c.wantKind) {
-			t.Errorf("cheat %s: violations %q, want one of kind %s", c.agent, violations(v), c.wantKind)
-		}
-		if c.wantKind == "" && len(v.Violations) > 0 {
-			t.Errorf("cheat %s: unexpected violations: %s", c.agent, violations(v))
-		}
-		for _, s := range c.logMustNot {
-			if strings.Contains(log, s) {
-				t.Errorf("cheat %s saw %q:\n%s", c.agent, s, log)
+		t.Run(c.agent, func(t *testing.T) {
+			agent := "sh /agent/" + c.agent + ".sh"
+			if c.agent == "network" {
+				agent = "PROCTOR_CHEAT_URL=" + cheatURL + " " + agent
 			}
-		}
+			v, out := runTrial2(t, tk, agent, agentsDir(t))
+			log := readFile(t, filepath.Join(out, AgentLog))
+			if v.Passed || v.Reward != 0 {
+				t.Errorf("cheat %s passed=%t reward=%g: want a failure\nagent log:\n%s\ngrader log:\n%s",
+					c.agent, v.Passed, v.Reward, log, readFile(t, filepath.Join(out, GraderLog)))
+			}
+			if v.Status != c.wantStatus {
+				t.Errorf("cheat %s: status %s, want %s (violations: %s, error %q)", c.agent, v.Status, c.wantStatus, violations(v), v.Error)
+			}
+			if c.wantKind != "" && !hasViolation(v, c.wantKind) {
+				t.Errorf("cheat %s: violations %q, want one of kind %s", c.agent, violations(v), c.wantKind)
+			}
+			if c.wantKind == "" && len(v.Violations) > 0 {
+				t.Errorf("cheat %s: unexpected violations: %s", c.agent, violations(v))
+			}
+			for _, s := range c.logMustNot {
+				if strings.Contains(log, s) {
+					t.Errorf("cheat %s saw %q:\n%s", c.agent, s, log)
+				}
+			}
+		})
 	}
 }
 
@@ -203,7 +209,7 @@ func TestRootfsShapesCorpus(t *testing.T) {
 	if raceEnabled {
 		t.Skip("covered by the run without the race detector")
 	}
-	cheatURL, hits := answerServer(t)
+	cheatURL, hits := answerServer(t, statsAnswer)
 	for _, sh := range rootfsShapes {
 		t.Run(sh.name, func(t *testing.T) {
 			root := sh.root(t)

@@ -71,7 +71,7 @@ func (r *runner) checkInputs() error {
 	if err := cache.Save(); err != nil {
 		return err
 	}
-	r.inputs = in
+	r.inputs, r.hashes = in, cache
 	r.v.Task.Digest, r.v.Agent.DirDigest = in.task, in.agentDir
 	if in.env != "" {
 		r.v.Environment.Digest = in.env

@@ -270,9 +270,10 @@ type runner struct {
 	// hostMasks are a "host" environment's unreadable files and
 	// directories (hostscan.go).
 	hostMasks []string
-	hostScan  *hostScan    // the host scan, for the environment digest
-	image     *image.Image // the environment's image, for an image task
-	inputs    *inputs      // the digests checkInputs took before anything ran
+	hostScan  *hostScan       // the host scan, for the environment digest
+	image     *image.Image    // the environment's image, for an image task
+	inputs    *inputs         // the digests checkInputs took before anything ran
+	hashes    *task.HashCache // the file hashes it used, for the recheck
 }
 
 func (r *runner) say(format string, args ...any) {
@@ -403,11 +404,7 @@ func (r *runner) prepare(ctx context.Context) error {
 func (r *runner) recheck() error {
 	start := time.Now()
 	defer func() { r.recheckMS = time.Since(start).Milliseconds() }()
-	cache, err := task.OpenHashCache(filepath.Join(r.o.CacheDir, "hashes"))
-	if err != nil {
-		return err
-	}
-	again, err := digestInputs(r.o.Task, r.o.AgentDir, cache)
+	again, err := digestInputs(r.o.Task, r.o.AgentDir, r.hashes)
 	if err != nil {
 		return fmt.Errorf("the task changed while its trial ran: %w", err)
 	}

@@ -3,13 +3,10 @@ package trial
 import (
 	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -38,70 +35,9 @@ func TestHonestAgentPasses(t *testing.T) {
 // Each class of documented cheat, played by an example agent, fails.
 func TestCheatsFail(t *testing.T) {
 	// A server on the host with the answer: the network cheat must not get it.
-	var hits atomic.Int64
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		hits.Add(1)
-		fmt.Fprint(w, "def mean(xs):\n    if not xs: raise ValueError()\n    return sum(xs) / len(xs)\n")
-	})}
-	go srv.Serve(ln)
-	defer srv.Close()
-	cheatURL := "http://" + ln.Addr().String() + "/stats.py"
-
-	cases := []struct {
-		agent, task string
-		wantStatus  Status
-		wantKind    string // a violation kind that must be recorded, if any
-		logMustNot  []string
-	}{
-		{"read-tests", "py-bugfix", StatusClean, "", []string{"test_stats.py", "solve.sh", "task.toml"}},
-		{"mine-git", "git-history", StatusClean, "", []string{"found the fix", "THE-FIX", "v1.1", "side"}},
-		{"network", "py-bugfix", StatusClean, "", []string{"fetched"}},
-		{"prewrite-reward", "py-bugfix", StatusCompromised, ViolationHarnessPath, nil},
-		{"daemon", "py-bugfix", StatusClean, "", nil},
-		{"trojan", "hello-state", StatusCompromised, ViolationSystemFile, nil},
-		{"symlinks", "py-bugfix", StatusCompromised, ViolationHarnessPath, nil},
-		{"conftest", "py-bugfix", StatusCompromised, ViolationProtected, nil},
-		{"kill-verifier", "py-bugfix", StatusError, "", nil},
-		{"trace-verifier", "py-bugfix", StatusClean, "", nil},
-	}
-	for _, c := range cases {
-		t.Run(c.agent, func(t *testing.T) {
-			tk := exampleTask(t, c.task)
-			agent := "sh /agent/" + c.agent + ".sh"
-			if c.agent == "network" {
-				agent = "PROCTOR_CHEAT_URL=" + cheatURL + " " + agent
-			}
-			var v *Verdict
-			var out string
-			if c.wantStatus == StatusError {
-				v, out = runTrial2(t, tk, agent, agentsDir(t))
-			} else {
-				v, out = runTrial(t, tk, agent, agentsDir(t))
-			}
-			log := readFile(t, filepath.Join(out, AgentLog))
-			if v.Passed || v.Reward != 0 {
-				t.Errorf("cheat %s passed=%t reward=%g: want a failure\nagent log:\n%s\ngrader log:\n%s",
-					c.agent, v.Passed, v.Reward, log, readFile(t, filepath.Join(out, GraderLog)))
-			}
-			if v.Status != c.wantStatus {
-				t.Errorf("status %s: want %s (violations: %s, error %q)", v.Status, c.wantStatus, violations(v), v.Error)
-			}
-			if c.wantKind != "" && !hasViolation(v, c.wantKind) {
-				t.Errorf("violations %q: want one of kind %s", violations(v), c.wantKind)
-			}
-			if c.wantKind == "" && len(v.Violations) > 0 {
-				t.Errorf("unexpected violations: %s", violations(v))
-			}
-			for _, s := range c.logMustNot {
-				if strings.Contains(log, s) {
-					t.Errorf("the agent saw %q:\n%s", s, log)
-				}
-			}
-		})
+	cheatURL, hits := answerServer(t, statsAnswer)
+	for _, name := range []string{"py-bugfix", "hello-state", "git-history"} {
+		runCheats(t, exampleTask(t, name), exampleCheats[name], cheatURL)
 	}
 	if n := hits.Load(); n != 0 {
 		t.Errorf("the host server got %d request(s) from inside the sandbox", n)

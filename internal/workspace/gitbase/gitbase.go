@@ -401,9 +401,6 @@ func finish(ctx context.Context, g *git, tmp string, tmpLock *os.File, repoDir s
 	if err := verifyCopy(ctx, g, repoDir, own, commit, hexLen, shallow); err != nil {
 		return err
 	}
-	if err := verifySubmodules(ctx, g, repoDir, own); err != nil {
-		return err
-	}
 
 	// The marker must not reach the disk before what it vouches for.
 	if err := unix.Syncfs(int(tmpLock.Fd())); err != nil {

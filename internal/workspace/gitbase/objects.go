@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -129,6 +131,26 @@ func findLoose(dir, prefix string, hexLen int, found map[string]bool) error {
 	return nil
 }
 
+// idxHeaderLen is the size of a version-2 pack index's header: magic,
+// version and fan-out table; the sorted object names follow.
+const idxHeaderLen = 8 + 256*4
+
+// idxFanout reads the header of a version-2 pack index: the cumulative
+// object counts by first byte of name.
+func idxFanout(r io.ReaderAt) (fan [256]uint32, err error) {
+	var head [idxHeaderLen]byte
+	if _, err := r.ReadAt(head[:], 0); err != nil {
+		return fan, fmt.Errorf("pack index: %w", err)
+	}
+	if !bytes.Equal(head[:4], []byte("\377tOc")) || binary.BigEndian.Uint32(head[4:8]) != 2 {
+		return fan, errors.New("pack index: not version 2")
+	}
+	for b := range fan {
+		fan[b] = binary.BigEndian.Uint32(head[8+4*b:])
+	}
+	return fan, nil
+}
+
 // searchIdx adds the objects of a version-2 pack index matching prefix to
 // found, stopping once two distinct objects are known. It reads the fan-out
 // table and about log2(n) names, never the whole index.
@@ -144,14 +166,11 @@ func searchIdx(path, prefix string, hashLen int, found map[string]bool) error {
 		return err
 	}
 	defer f.Close()
-	var head [8 + 256*4]byte
-	if _, err := f.ReadAt(head[:], 0); err != nil {
+	fan, err := idxFanout(f)
+	if err != nil {
 		return err
 	}
-	if !bytes.Equal(head[:4], []byte("\377tOc")) || binary.BigEndian.Uint32(head[4:8]) != 2 {
-		return errors.New("pack index: not version 2")
-	}
-	fanout := func(b int) uint32 { return binary.BigEndian.Uint32(head[8+4*b:]) }
+	fanout := func(b int) uint32 { return fan[b] }
 	first, err := hex.DecodeString(prefix[:2])
 	if err != nil {
 		return err
@@ -172,7 +191,7 @@ func searchIdx(path, prefix string, hashLen int, found map[string]bool) error {
 	name := make([]byte, hashLen)
 	var readErr error
 	read := func(i uint32) []byte {
-		if _, err := f.ReadAt(name, int64(len(head))+int64(i)*int64(hashLen)); err != nil && readErr == nil {
+		if _, err := f.ReadAt(name, idxHeaderLen+int64(i)*int64(hashLen)); err != nil && readErr == nil {
 			readErr = err
 		}
 		return name

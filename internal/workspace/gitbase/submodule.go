@@ -107,28 +107,6 @@ func placeSubmodules(ctx context.Context, g *git, r *srcRepo, repoDir string, ow
 	return nil
 }
 
-// verifySubmodules checks the post-condition on every submodule copy put
-// in the copy at repoDir (and, through their own, on theirs).
-func verifySubmodules(ctx context.Context, g *git, repoDir string, own []string) error {
-	links, err := gitlinks(ctx, g, repoDir, own)
-	if err != nil {
-		return err
-	}
-	for _, l := range links {
-		dir := filepath.Join(repoDir, filepath.FromSlash(l.path))
-		subOwn := []string{"GIT_DIR=" + filepath.Join(dir, ".git"), "GIT_WORK_TREE=" + dir}
-		hexLen := len(l.commit)
-		_, serr := os.Stat(filepath.Join(dir, ".git", "shallow"))
-		if err := verifyCopy(ctx, g, dir, subOwn, l.commit, hexLen, serr == nil); err != nil {
-			return err
-		}
-		if err := verifySubmodules(ctx, g, dir, subOwn); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // countRepos counts the repositories of a finished copy: its own and every
 // submodule's below it.
 func countRepos(dir string) (int, error) {

@@ -1,12 +1,9 @@
 package gitbase
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,7 +24,8 @@ import (
 //     object, are exactly the objects git, in the copy alone, finds
 //     reachable from base: none more, none fewer;
 //   - every blob the index names and every commit the shallow file names
-//     is one of them.
+//     is one of them;
+//   - every submodule's copy (a gitlink of the index) meets the same.
 //
 // Anything else is a *LeakError and the build is discarded. The check reads
 // the files itself and runs git only in the copy, with no alternates.
@@ -115,16 +113,19 @@ func verifyCopy(ctx context.Context, g *git, repoDir string, own []string, commi
 	if err != nil {
 		return leak("reading the index: %v", err)
 	}
+	var links []gitlink
 	for _, rec := range strings.Split(string(out), "\x00") {
 		if rec == "" {
 			continue
 		}
 		meta, path, _ := strings.Cut(rec, "\t")
 		f := strings.Fields(meta)
-		if len(f) != 3 || f[2] != "0" {
+		switch {
+		case len(f) != 3 || f[2] != "0":
 			return leak("index entry %q", rec)
-		}
-		if f[0] != "160000" && !reach[f[1]] { // a gitlink names a submodule's commit
+		case f[0] == "160000": // a gitlink names a submodule's commit: its copy is checked below
+			links = append(links, gitlink{path: path, commit: f[1]})
+		case !reach[f[1]]:
 			return leak("the index names %s (%s), which %s does not reach", f[1], path, commit)
 		}
 	}
@@ -137,6 +138,15 @@ func verifyCopy(ctx context.Context, g *git, repoDir string, own []string, commi
 			if l != "" && !reach[l] {
 				return leak("the shallow file names %q, which %s does not reach", l, commit)
 			}
+		}
+	}
+	// Every submodule's copy, and through its own check, theirs.
+	for _, l := range links {
+		dir := filepath.Join(repoDir, filepath.FromSlash(l.path))
+		subOwn := []string{"GIT_DIR=" + filepath.Join(dir, ".git"), "GIT_WORK_TREE=" + dir}
+		_, serr := os.Stat(filepath.Join(dir, ".git", "shallow"))
+		if err := verifyCopy(ctx, g, dir, subOwn, l.commit, len(l.commit), serr == nil); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -291,14 +301,11 @@ func readIdx(path string, hashLen int, ids map[string]bool) error {
 		return err
 	}
 	defer f.Close()
-	var head [8 + 256*4]byte
-	if _, err := io.ReadFull(f, head[:]); err != nil {
-		return fmt.Errorf("pack index: %w", err)
+	fan, err := idxFanout(f)
+	if err != nil {
+		return err
 	}
-	if !bytes.Equal(head[:4], []byte("\377tOc")) || binary.BigEndian.Uint32(head[4:8]) != 2 {
-		return fmt.Errorf("pack index: not version 2")
-	}
-	n := binary.BigEndian.Uint32(head[8+255*4:])
+	n := fan[255]
 	st, err := f.Stat()
 	if err != nil {
 		return err
@@ -309,7 +316,7 @@ func readIdx(path string, hashLen int, ids map[string]bool) error {
 		return fmt.Errorf("pack index: %d objects cannot fit in %d bytes", n, st.Size())
 	}
 	names := make([]byte, int(n)*hashLen)
-	if _, err := io.ReadFull(f, names); err != nil {
+	if _, err := f.ReadAt(names, idxHeaderLen); err != nil {
 		return fmt.Errorf("pack index: %w", err)
 	}
 	for i := range int(n) {
