@@ -63,6 +63,7 @@ when the regrade could not run.`,
 				Task: t, Archive: filepath.Join(filepath.Dir(args[0]), trial.ChangesetFile), Digest: was.Changeset.Digest,
 				Out: out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir, Progress: o.Progress,
 				AgentPhase: was.Phases[trial.PhaseAgent],
+				Tooling:    bundledTooling(filepath.Dir(args[0]), was), ToolingDigest: toolingDigest(was),
 			})
 			if err != nil {
 				return err
@@ -151,4 +152,20 @@ func verdictDiffs(was, now *trial.Verdict) []string {
 		}
 	}
 	return d
+}
+
+// bundledTooling is the trial's tooling profile beside its bundle, or ""
+// for a trial made before profiles were recorded.
+func bundledTooling(dir string, v *trial.Verdict) string {
+	if v.Tooling == nil {
+		return ""
+	}
+	return filepath.Join(dir, trial.ToolingFile)
+}
+
+func toolingDigest(v *trial.Verdict) string {
+	if v.Tooling == nil {
+		return ""
+	}
+	return v.Tooling.Digest
 }

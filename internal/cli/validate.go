@@ -16,7 +16,7 @@ import (
 const (
 	// As Harbor runs it, with bash; with sh where the environment has no
 	// bash (a busybox image).
-	oracleAgent = "if command -v bash >/dev/null; then exec bash " + trial.SolutionPath + "/solve.sh; else exec sh " + trial.SolutionPath + "/solve.sh; fi"
+	oracleAgent = trial.OracleAgent
 	nopAgent    = "true"
 	// maxRepeat bounds validate --repeat.
 	maxRepeat = 1000

@@ -50,23 +50,31 @@ func takeHandoff(p *initProcess, spec *Spec, first *status, kill func()) (stop f
 		}
 		ls = append(ls, l)
 	}
-	var watch *os.File
+	stop = func() error { return nil }
 	if spec.WatchNet != nil {
-		fd, err := p.getfd(first.NotifyFD)
-		if err != nil {
+		if stop, err = takeWatch(p, spec, first.NotifyFD, kill); err != nil {
 			closeListeners()
-			return nil, &SetupError{Step: "taking the seccomp listener", Err: err}
-		}
-		if watch, err = seccomp.ListenerFile(fd); err != nil { // closes fd on error
-			closeListeners()
-			return nil, &SetupError{Step: "taking the seccomp listener", Err: err}
+			return nil, err
 		}
 	}
 	if len(ls) > 0 {
 		spec.Serve(ls)
 	}
-	if watch == nil {
-		return func() error { return nil }, nil
+	return stop, nil
+}
+
+// takeWatch takes init's seccomp listener (descriptor n) and watches it
+// with spec's WatchNet or WatchFiles. If the watch ends on an error while
+// the tree runs, kill ends the tree: nothing runs unwatched. stop ends the
+// watch, waits for its last record and returns the watch's error.
+func takeWatch(p *initProcess, spec *Spec, n int, kill func()) (stop func() error, err error) {
+	fd, err := p.getfd(n)
+	if err != nil {
+		return nil, &SetupError{Step: "taking the seccomp listener", Err: err}
+	}
+	watch, err := seccomp.ListenerFile(fd) // closes fd on error
+	if err != nil {
+		return nil, &SetupError{Step: "taking the seccomp listener", Err: err}
 	}
 	// If the watch ends early on an error, the listener is closed: with
 	// init's copy gone too, every later notified call fails (ENOSYS)
@@ -76,7 +84,12 @@ func takeHandoff(p *initProcess, spec *Spec, first *status, kill func()) (stop f
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		err := seccomp.Watch(watch, spec.WatchNet)
+		var err error
+		if spec.WatchFiles != nil {
+			err = seccomp.WatchFiles(watch, spec.WatchFiles)
+		} else {
+			err = seccomp.Watch(watch, spec.WatchNet)
+		}
 		// Closed by stop, however early (even before Watch got going,
 		// which it reports in its own words), is the normal end.
 		if err != nil && !errors.Is(err, os.ErrClosed) && !stopping.Load() {

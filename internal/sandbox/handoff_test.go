@@ -304,3 +304,52 @@ func TestIPv6Loopback(t *testing.T) {
 	}
 	t.Logf("IPv6Loopback() = %v", has)
 }
+
+// WatchFiles hears every lookup by name, found or not, every exec with its
+// arguments, environment and working directory, and every listing, with
+// relative names joined to the caller's directory as the sandbox sees it;
+// the outcomes are unchanged.
+func TestWatchFiles(t *testing.T) {
+	requireRoot(t)
+	var mu sync.Mutex
+	var seen []seccomp.FileAccess
+	spec := Spec{Rootfs: RootfsHost, Workdir: "/usr",
+		Args:   []string{"/bin/sh", "-c", "cd lib && ls >/dev/null; test -e no-such-file; PROBE=1 exec /bin/true arg1"},
+		Limits: Limits{Timeout: 60 * time.Second, MemoryBytes: 256 << 20, Pids: 100}}
+	spec.WatchFiles = func(a seccomp.FileAccess) {
+		mu.Lock()
+		seen = append(seen, a)
+		mu.Unlock()
+	}
+	res, out, errOut := runSpec(t, spec)
+	if res.ExitCode != 0 {
+		t.Fatalf("exit %d: %s %s", res.ExitCode, out, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	var listed, probed, execd bool
+	for _, a := range seen {
+		switch {
+		case a.Op == seccomp.OpList && a.Path == "/usr/lib":
+			listed = true
+		case a.Op == seccomp.OpStat && a.Path == "/usr/lib/no-such-file":
+			probed = true
+		case a.Op == seccomp.OpExec && a.Path == "/bin/true":
+			execd = slices.Equal(a.Argv, []string{"/bin/true", "arg1"}) && slices.Contains(a.Env, "PROBE=1") && a.Cwd == "/usr/lib"
+			if !execd {
+				t.Errorf("exec recorded as %+v", a)
+			}
+		}
+		if a.Op != seccomp.OpNotNamed && a.Unread == "" && !strings.HasPrefix(a.Path, "/") {
+			t.Errorf("relative path recorded: %+v", a)
+		}
+	}
+	if !listed || !probed || !execd {
+		t.Errorf("listed %v, probed %v, exec %v; records:\n%v", listed, probed, execd, seen)
+	}
+	bad := spec
+	bad.WatchNet = func(seccomp.Attempt) {}
+	if _, err := Run(context.Background(), bad); err == nil {
+		t.Error("WatchNet with WatchFiles was accepted")
+	}
+}

@@ -74,6 +74,19 @@ func RunInit(args []string) int {
 		_ = out.Encode(status{Phase: "exited", ExitCode: code})
 		return 0
 	}
+	if spec.WatchFiles {
+		// The files filter notifies the command's own exec: the host must
+		// hold the listener before the fork, or the exec waits for ever.
+		if err := out.Encode(status{Phase: "watching", NotifyFD: h.notify}); err != nil {
+			return fail(&SetupError{Step: "handing over the files watch", Err: err})
+		}
+		var b [2]byte // the newline ending the spec, then the go-ahead
+		if _, err := io.ReadFull(fromHost, b[:]); err != nil || b[1] != goAhead {
+			return fail(&SetupError{Step: "waiting for the host", Err: fmt.Errorf("no go-ahead from the host (%v)", err)})
+		}
+		h.close()
+		h.notify, h.notifyFile, h.spent = -1, nil, true
+	}
 
 	// The command stops at its first instruction (a ptrace stop at exec)
 	// until init is deaf to its signals and, with limits, until the host has
@@ -132,8 +145,12 @@ func release(pid int, place bool, h *handoff, out *json.Encoder, fromHost io.Rea
 		if err := out.Encode(msg); err != nil {
 			return &SetupError{Step: "asking the host to place the command", Err: err}
 		}
-		var b [2]byte // the newline ending the spec, then the go-ahead
-		if _, err := io.ReadFull(fromHost, b[:]); err != nil || b[1] != goAhead {
+		var b [2]byte // the newline ending the spec (unless spent), then the go-ahead
+		want := b[:]
+		if h.spent {
+			want = b[1:]
+		}
+		if _, err := io.ReadFull(fromHost, want); err != nil || b[1] != goAhead {
 			return &SetupError{Step: "waiting for the host", Err: fmt.Errorf("no go-ahead from the host (%v)", err)}
 		}
 		// The host holds its copies now. Init's must go: the seccomp
@@ -236,6 +253,7 @@ type handoff struct {
 	listen     []int
 	notify     int
 	notifyFile *os.File // kept referenced: its finalizer would close notify
+	spent      bool     // the spec's newline was read by the files watch's handover
 }
 
 func (h *handoff) any() bool { return len(h.listen) > 0 || h.notify >= 0 }
@@ -310,10 +328,14 @@ func setupInitInner(spec *initSpec, h *handoff) (string, int, error) {
 			return "", 0, &SetupError{Step: "installing the no-attach filter", Err: err}
 		}
 	}
-	if spec.WatchNet {
+	if spec.WatchNet || spec.WatchFiles {
 		// Last, so the filters that refuse run first; this one only
 		// records (seccomp takes the strictest answer of all filters).
-		prog, err := seccomp.NotifyProgram()
+		build := seccomp.NotifyProgram
+		if spec.WatchFiles {
+			build = seccomp.FilesProgram
+		}
+		prog, err := build()
 		if err != nil {
 			return "", 0, &SetupError{Step: "building the network-watch filter", Err: err}
 		}

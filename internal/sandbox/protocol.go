@@ -72,6 +72,8 @@ type initSpec struct {
 	// message and the host takes them with pidfd_getfd.
 	Listen   []string `json:"listen,omitempty"`
 	WatchNet bool     `json:"watch_net,omitempty"`
+	// WatchFiles installs the files filter instead (Spec.WatchFiles).
+	WatchFiles bool `json:"watch_files,omitempty"`
 	// PlaceCommand holds the command at its exec stop until the host has
 	// placed it in the run's cgroup (set when there are limits).
 	PlaceCommand bool       `json:"place_command"`

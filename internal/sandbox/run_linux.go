@@ -49,15 +49,16 @@ func Run(ctx context.Context, spec Spec) (*Result, error) {
 // initSpec turns a validated Spec into what init needs.
 func (s *Spec) initSpec() (*initSpec, error) {
 	is := &initSpec{
-		Tmpfs:    s.Tmpfs,
-		Masks:    slices.Clone(s.Masks),
-		Workdir:  s.Workdir,
-		Hostname: s.Hostname,
-		Args:     s.Args,
-		NoAttach: s.NoAttach,
-		Listen:   slices.Clone(s.Listen),
-		WatchNet: s.WatchNet != nil,
-		Env:      append([]string{"PATH=" + DefaultPath, "HOME=/root"}, s.Env...),
+		Tmpfs:      s.Tmpfs,
+		Masks:      slices.Clone(s.Masks),
+		Workdir:    s.Workdir,
+		Hostname:   s.Hostname,
+		Args:       s.Args,
+		NoAttach:   s.NoAttach,
+		Listen:     slices.Clone(s.Listen),
+		WatchNet:   s.WatchNet != nil,
+		WatchFiles: s.WatchFiles != nil,
+		Env:        append([]string{"PATH=" + DefaultPath, "HOME=/root"}, s.Env...),
 	}
 	if is.Workdir == "" {
 		is.Workdir = "/"
@@ -112,7 +113,7 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 		}
 	}
 	is.PlaceCommand = cg != nil
-	if spec.WatchNet != nil {
+	if spec.WatchNet != nil || spec.WatchFiles != nil {
 		if err := seccomp.CheckNotify(); err != nil {
 			return nil, &SetupError{Step: "checking seccomp notification", Err: err}
 		}
@@ -219,6 +220,28 @@ func run(ctx context.Context, spec *Spec, is *initSpec) (res *Result, err error)
 	first, err := readStatus(msgs)
 	if err != nil {
 		return nil, setupErr(err)
+	}
+	if first.Phase == "watching" {
+		if spec.WatchFiles == nil {
+			return nil, &SetupError{Step: "setting up the sandbox", Err: fmt.Errorf("%w: init hands over a files watch nobody asked for", ErrInitProtocol)}
+		}
+		stop, werr := takeWatch(p, spec, first.NotifyFD, p.kill)
+		if werr != nil {
+			return nil, werr
+		}
+		defer func() {
+			if werr := stop(); werr != nil && err == nil {
+				res, err = nil, &SetupError{Step: "watching files", Err: werr}
+			}
+		}()
+		if _, err := specW.Write([]byte{goAhead}); err != nil {
+			return nil, &SetupError{Step: "starting the files watch", Err: err}
+		}
+		if first, err = readStatus(msgs); err != nil {
+			return nil, setupErr(err)
+		}
+	} else if spec.WatchFiles != nil && first.Phase != "error" && first.Phase != "exited" {
+		return nil, &SetupError{Step: "setting up the sandbox", Err: fmt.Errorf("%w: init did not hand over the files watch", ErrInitProtocol)}
 	}
 	switch first.Phase {
 	case "error":

@@ -124,6 +124,14 @@ type Spec struct {
 	// must be quick: the caller waits while it runs.
 	WatchNet func(seccomp.Attempt)
 
+	// WatchFiles, when set, is told of every system call of the command's
+	// tree that names a path or lists a directory (seccomp user
+	// notification; see seccomp.FilesProgram). For trusted runs only: the
+	// paths are read from the callers' memory. Like WatchNet it only
+	// records, and Run returns after its last call. A sandbox has one
+	// watch: WatchNet and WatchFiles together are refused.
+	WatchFiles func(seccomp.FileAccess)
+
 	// Pin asks for conditions that make one run like the next (see Pin).
 	Pin Pin
 	// AllowDegraded lets a run go on when a resource limit cannot be applied on
@@ -188,6 +196,9 @@ type Result struct {
 func (s *Spec) validate() error {
 	if len(s.Args) == 0 || s.Args[0] == "" {
 		return &SpecError{Field: "command", Err: fmt.Errorf("no command given")}
+	}
+	if s.WatchNet != nil && s.WatchFiles != nil {
+		return &SpecError{Field: "watch", Err: fmt.Errorf("WatchNet and WatchFiles together: a sandbox has one seccomp listener")}
 	}
 	rootOverlay := false
 	for _, o := range s.Overlays {
@@ -378,3 +389,6 @@ func checkInsidePath(p string) error {
 	}
 	return nil
 }
+
+// watches reports whether the spec asks for a seccomp watch.
+func (s *Spec) watches() bool { return s.WatchNet != nil || s.WatchFiles != nil }

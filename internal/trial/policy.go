@@ -11,6 +11,7 @@ import (
 
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/task"
+	"github.com/proctor-sandbox/proctor/internal/tooling"
 	"github.com/proctor-sandbox/proctor/internal/workspace"
 )
 
@@ -55,6 +56,9 @@ type policy struct {
 	pristine  func(p string) (pristineKind, error) // what p is in the pristine environment
 	// pristineDescendants visits what lies beneath a pristine directory.
 	pristineDescendants func(p string, visit func(string) bool) error
+	// tooling is the verifier's tooling: nothing the agent wrote may
+	// become part of it. nil in the run that learns it.
+	tooling *tooling.Profile
 }
 
 // verdictOf is the policy's reading of a whole changeset.
@@ -160,7 +164,12 @@ func (p *policy) decide(e workspace.Entry) (decision, error) {
 	}
 	if strings.HasSuffix(e.Path, ".pth") {
 		// Python runs the import lines of any .pth file on its path at
-		// start-up: a hook into a Python grader, never carried.
+		// start-up: a hook into a Python grader, never carried, and a
+		// violation where the grader's Python would run it.
+		if p.tooling != nil && p.tooling.OnSearchPath(path.Dir(e.Path)) {
+			return decision{violation: &Violation{Kind: ViolationTooling, Path: e.Path,
+				Detail: fmt.Sprintf("%s of a Python start-up hook (.pth) in %s, on the verifier's import path: left out", describe(e), path.Dir(e.Path))}}, nil
+		}
 		return decision{reason: "Python start-up hook (.pth)"}, nil
 	}
 	if isGitMetadata(e.Path) {
@@ -182,6 +191,21 @@ func (p *policy) decide(e workspace.Entry) (decision, error) {
 		}
 		return decision{violation: &Violation{Kind: ViolationProtected, Path: e.Path,
 			Detail: fmt.Sprintf("%s matching protected glob %q: restored from the pristine copy", describe(e), g)}}, nil
+	}
+	if p.tooling != nil && !structural {
+		kind, err := p.pristine(e.Path)
+		if err != nil {
+			return decision{}, fmt.Errorf("checking %q against the pristine environment: %w", e.Path, err)
+		}
+		d := p.tooling.Check(tooling.Change{Path: e.Path, New: kind == pristineAbsent,
+			Removes: e.Kind == workspace.KindWhiteout || (e.Kind == workspace.KindDir && e.Opaque)})
+		if d.Violation != "" {
+			return decision{violation: &Violation{Kind: ViolationTooling, Path: e.Path,
+				Detail: fmt.Sprintf("%s that %s: left out", describe(e), d.Violation)}}, nil
+		}
+		if d.LeftOut != "" {
+			return decision{reason: d.LeftOut}, nil
+		}
 	}
 	if p.grading == task.GradingState && !structural {
 		if shadowed, err := p.shadows(e); err != nil {

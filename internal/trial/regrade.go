@@ -29,6 +29,10 @@ type RegradeOptions struct {
 	// AgentPhase is how the trial's agent phase ended (from its verdict):
 	// a timeout or a limit there shapes the status as it did then.
 	AgentPhase Phase
+	// Tooling is the trial's tooling.json and ToolingDigest the digest its
+	// verdict recorded: the regrade keeps the agent out of the same
+	// tooling. Empty: the profile is the task's, as a new trial gets it.
+	Tooling, ToolingDigest string
 }
 
 // Regrade runs the policy and the grading phase of a trial again, on the
@@ -84,10 +88,17 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 	if err := makeOut(o.Out); err != nil {
 		return nil, err
 	}
-	err = r.beside(func() error { return r.regrade(ctx, o.Archive, cs) })
+	err = r.beside(func() error {
+		if err := r.loadTooling(ctx, o.Tooling, o.ToolingDigest); err != nil {
+			return err
+		}
+		return r.regrade(ctx, o.Archive, cs)
+	})
 	v.settle()
-	if _, serr := os.Stat(filepath.Join(o.Out, GraderLog)); serr == nil {
-		v.Artifacts = append(v.Artifacts, GraderLog)
+	for _, a := range []string{GraderLog, ToolingFile} {
+		if _, serr := os.Stat(filepath.Join(o.Out, a)); serr == nil {
+			v.Artifacts = append(v.Artifacts, a)
+		}
 	}
 	if werr := v.write(o.Out); werr != nil && err == nil {
 		err = werr

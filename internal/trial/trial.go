@@ -17,7 +17,9 @@ import (
 	"github.com/proctor-sandbox/proctor/internal/grade"
 	"github.com/proctor-sandbox/proctor/internal/image"
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
+	"github.com/proctor-sandbox/proctor/internal/seccomp"
 	"github.com/proctor-sandbox/proctor/internal/task"
+	"github.com/proctor-sandbox/proctor/internal/tooling"
 	"github.com/proctor-sandbox/proctor/internal/workspace"
 	"github.com/proctor-sandbox/proctor/internal/workspace/gitbase"
 )
@@ -136,14 +138,19 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 	}
 	defer r.audit.Close()
 	r.event("trial.start", detail("task", t.Name, "agent", o.Agent, "grading", t.Proctor.Grading))
-	err = r.beside(func() error { return r.run(ctx) })
+	err = r.beside(func() error {
+		if err := r.loadTooling(ctx, "", ""); err != nil {
+			return err
+		}
+		return r.run(ctx)
+	})
 	v.settle()
 	r.audit.Seal()
 	v.Audit.Events, v.Audit.Counts, v.Audit.LeftOut = r.audit.Len()+1, r.audit.Counts(), r.audit.LeftOut()
 	if v.Replay != nil {
 		v.Replay.Identical = v.Changeset.Digest != "" && v.Changeset.Digest == v.Replay.RecordedChangeset
 	}
-	for _, a := range []string{AgentLog, ChangesetFile, GraderLog, AuditFile, RecordingFile} {
+	for _, a := range []string{AgentLog, ChangesetFile, GraderLog, AuditFile, RecordingFile, ToolingFile} {
 		if _, serr := os.Stat(filepath.Join(o.Out, a)); serr == nil {
 			v.Artifacts = append(v.Artifacts, a)
 		}
@@ -238,6 +245,10 @@ func (r *runner) beside(work func() error) error {
 // phase is over, it covers every moment the agent ran.
 func (r *runner) startRecheck() {
 	r.rechecked = make(chan error, 1)
+	if r.learn != nil {
+		r.rechecked <- nil // the trial that asked for the learning rechecks
+		return
+	}
 	go func() { r.rechecked <- r.recheck() }()
 }
 
@@ -274,6 +285,10 @@ type runner struct {
 	image     *image.Image    // the environment's image, for an image task
 	inputs    *inputs         // the digests checkInputs took before anything ran
 	hashes    *task.HashCache // the file hashes it used, for the recheck
+	// tooling is the verifier's tooling the policy keeps the agent out of.
+	tooling *tooling.Profile
+	// learn is set in the oracle run that learns it (tooling.go).
+	learn *learning
 }
 
 func (r *runner) say(format string, args ...any) {
@@ -339,7 +354,7 @@ func (r *runner) run(ctx context.Context) error {
 func (r *runner) judge(l *layout, cs *workspace.Changeset) (map[string]bool, error) {
 	t := r.o.Task
 	pol := &policy{grading: t.Proctor.Grading, workdir: t.Environment.Workdir,
-		protected: t.Proctor.Protected, pristine: l.pristine, pristineDescendants: l.pristineDescendants}
+		protected: t.Proctor.Protected, pristine: l.pristine, pristineDescendants: l.pristineDescendants, tooling: r.tooling}
 	judged, err := pol.judge(cs.Entries)
 	if err != nil {
 		return nil, err
@@ -661,8 +676,13 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	defer log.Close()
 	r.say("grading")
 	r.event("grader.start", detail("permitted", len(keep)))
+	var watch func(seccomp.FileAccess)
+	if r.learn != nil {
+		watch = r.learn.record
+	}
 	res, err := sandbox.Run(ctx, sandbox.Spec{
-		Overlays: l.overlays(),
+		WatchFiles: watch,
+		Overlays:   l.overlays(),
 		Binds: append([]sandbox.Bind{
 			{Src: t.Tests, Dst: TestsPath},
 			{Src: results, Dst: VerifierLogs, Writable: true},
@@ -687,6 +707,9 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	}
 	if err != nil {
 		return fmt.Errorf("grader phase: %w", err)
+	}
+	if r.learn != nil {
+		r.learnFrom(ctx, l, cs, keep)
 	}
 	switch {
 	case res.TimedOut, res.Limit != sandbox.LimitNone && res.Signal != 0:

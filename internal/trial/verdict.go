@@ -37,6 +37,10 @@ const (
 	// In state grading, the agent changed a file that already existed under
 	// /usr, /bin, /sbin or /lib* (a trojaned tool).
 	ViolationSystemFile = "system_file"
+	// ViolationTooling: a change to the verifier's tooling (tooling.json):
+	// a file the grader reads or runs, a name it looks for, or one that
+	// would stand in for its own on its search path.
+	ViolationTooling = "tooling"
 )
 
 // Violation is one change the harness refused to carry to the grader.
@@ -77,6 +81,8 @@ type Verdict struct {
 	TimingsMS map[string]int64 `json:"timings_ms"`
 	// Network is the agent phase's network and what its proxy decided.
 	Network NetworkRef `json:"network"`
+	// Tooling is the profile of the verifier's tooling the policy used.
+	Tooling *ToolingRef `json:"tooling,omitempty"`
 	// Models is what the agent asked of its models through the gateways
 	// (absent without gateways).
 	Models *ModelsRef `json:"models,omitempty"`

@@ -1,0 +1,366 @@
+package tooling
+
+import (
+	"path"
+	"slices"
+	"strings"
+)
+
+// Access is one file system call of the traced grader: a path looked up,
+// opened, listed or run. Paths are absolute, cleaned, unresolved.
+type Access struct {
+	Op    string // "open", "stat", "exec", "list"
+	Path  string
+	Write bool // an open that writes, creates or truncates
+	// Argv, Env and Cwd are an exec's.
+	Argv, Env []string
+	Cwd       string
+}
+
+// Kind is what a path is in the learning environment.
+type Kind int
+
+const (
+	Absent Kind = iota
+	File
+	Dir
+	Symlink
+)
+
+// Env answers what the learning environment (the pristine environment plus
+// the oracle's changes) holds at a path, without following a final symlink:
+// its kind and, for a symlink, its target.
+type Env interface {
+	Lstat(p string) (Kind, string, error)
+}
+
+// Input is what Learn learns from.
+type Input struct {
+	Accesses []Access
+	Env      Env
+	// CodeRoots are the workspace's directories inside the sandbox.
+	CodeRoots []string
+	// OracleChanged are the paths the oracle's changeset touched: the
+	// agent's to change, whatever the grader did with them.
+	OracleChanged []string
+	// Harness are paths only the harness writes (/tests, /logs …): never
+	// part of the profile.
+	Harness []string
+	// Interpreters are the Python interpreters' answers (see Queries).
+	Interpreters []Interpreter
+}
+
+// virtual are file systems the sandbox makes afresh: never the agent's.
+var virtual = []string{"/proc", "/sys", "/dev"}
+
+// resolved is one access's path followed through the environment.
+type resolved struct {
+	final string
+	links []string // every symlink passed, by its own path
+	kind  Kind     // of final; Absent if a component is missing
+	// missing is the first path that is absent (final itself or an
+	// ancestor), "" when final exists.
+	missing string
+}
+
+const maxHops = 40
+
+// resolve follows p through env's symlinks, as the kernel would.
+func resolve(env Env, p string) (resolved, error) {
+	var r resolved
+	cur := "/"
+	rest := strings.Split(strings.Trim(p, "/"), "/")
+	hops := 0
+	for len(rest) > 0 {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..":
+			cur = path.Dir(cur)
+			continue
+		}
+		next := path.Join(cur, name)
+		k, target, err := env.Lstat(next)
+		if err != nil {
+			return r, err
+		}
+		switch {
+		case k == Absent:
+			r.final, r.missing = path.Join(append([]string{next}, rest...)...), next
+			return r, nil
+		case k == Symlink:
+			r.links = append(r.links, next)
+			if hops++; hops > maxHops {
+				r.final, r.missing = next, next
+				return r, nil
+			}
+			if path.IsAbs(target) {
+				cur = "/"
+			}
+			rest = append(strings.Split(strings.Trim(target, "/"), "/"), rest...)
+		case len(rest) == 0:
+			r.final, r.kind = next, k
+			return r, nil
+		case k == Dir:
+			cur = next
+		default: // a file in the middle of a path
+			r.final, r.missing = path.Join(append([]string{next}, rest...)...), path.Join(next, rest[0])
+			return r, nil
+		}
+	}
+	r.final, r.kind = cur, Dir
+	return r, nil
+}
+
+// Learn builds a learned profile from a traced grader run.
+func Learn(in Input) (*Profile, error) {
+	p := &Profile{Schema: Schema, Source: SourceLearned, Records: len(in.Accesses),
+		CodeRoots: slices.Clone(in.CodeRoots), Interpreters: in.Interpreters}
+	skip := func(q string) bool {
+		for _, h := range append(slices.Clone(virtual), in.Harness...) {
+			if under(q, h) {
+				return true
+			}
+		}
+		return false
+	}
+	oracle := slices.Clone(in.OracleChanged)
+	slices.Sort(oracle)
+	byOracle := func(q string) bool { return ancestorIn(oracle, q) != "" }
+	inCode := func(q string) bool {
+		for _, c := range in.CodeRoots {
+			if under(q, c) {
+				return true
+			}
+		}
+		return false
+	}
+
+	reads := map[string]bool{}  // existing paths the grader used
+	listed := map[string]bool{} // directories it listed
+	probed := map[string]bool{} // absent paths it looked for
+	made := map[string]bool{}   // absent directories it wrote into
+	commands := map[string]bool{}
+	searchDirs := map[string]bool{}
+	for _, a := range in.Accesses {
+		if a.Path == "" || !path.IsAbs(a.Path) || skip(a.Path) {
+			continue
+		}
+		r, err := resolve(in.Env, a.Path)
+		if err != nil {
+			return nil, err
+		}
+		for _, l := range r.links {
+			if !skip(l) {
+				reads[l] = true
+			}
+		}
+		if a.Op == "exec" {
+			commands[path.Base(a.Path)] = true
+			for _, kv := range a.Env {
+				if v, ok := strings.CutPrefix(kv, "PATH="); ok {
+					for _, d := range strings.Split(v, ":") {
+						if path.IsAbs(d) {
+							searchDirs[path.Clean(d)] = true
+						}
+					}
+				}
+			}
+		}
+		if skip(r.final) {
+			continue
+		}
+		switch {
+		case r.missing != "" && a.Write:
+			// The grader makes it: its own cache or temporary file.
+			if r.missing != r.final {
+				made[r.missing] = true
+			}
+		case r.missing != "":
+			probed[r.final] = true
+		case a.Op == "list":
+			listed[r.final] = true
+			reads[r.final] = true
+		default:
+			reads[r.final] = true
+		}
+	}
+	madeList := keys(made)
+	slices.Sort(madeList)
+	for q := range probed {
+		if ancestorIn(madeList, q) != "" {
+			delete(probed, q)
+		}
+	}
+
+	// Configuration: a name looked for in a directory and in its parent.
+	seen := map[string]bool{}
+	for q := range probed {
+		seen[q] = true
+	}
+	for q := range reads {
+		seen[q] = true
+	}
+	// It is a search only where one of the two was not found: finding a
+	// module by name on two paths (abc.py in the standard library and in
+	// a package) is not.
+	configs := map[string]bool{}
+	for q := range seen {
+		dir, base := path.Split(q)
+		dir = path.Clean(dir)
+		if dir == "/" || !configName(base) {
+			continue
+		}
+		up := path.Join(path.Dir(dir), base)
+		if seen[up] && (probed[q] || probed[up]) {
+			configs[base] = true
+		}
+	}
+
+	// Stores: what the interpreters named as theirs, and node_modules.
+	stores := map[string]bool{}
+	var pyPath []string
+	for _, it := range in.Interpreters {
+		for _, s := range it.Sites {
+			if path.IsAbs(s) {
+				stores[path.Clean(s)] = true
+			}
+		}
+		for _, e := range it.Path {
+			if path.IsAbs(e) {
+				searchDirs[path.Clean(e)] = true
+				pyPath = append(pyPath, path.Clean(e))
+			}
+		}
+	}
+	for q := range seen {
+		if i := strings.Index(q, "/node_modules/"); i >= 0 {
+			stores[q[:i+len("/node_modules")]] = true
+		} else if strings.HasSuffix(q, "/node_modules") {
+			stores[q] = true
+		}
+	}
+	storeList := keys(stores)
+	slices.Sort(storeList)
+	inStore := func(q string) bool { return ancestorIn(storeList, q) != "" }
+
+	// tooling says whether a path the grader used belongs to the tooling
+	// rather than to the code under test.
+	tooling := func(q string) bool {
+		if byOracle(q) {
+			return false
+		}
+		if !inCode(q) {
+			return true
+		}
+		return configs[path.Base(q)] || inStore(q) || underConfig(q, configs)
+	}
+	for q := range reads {
+		if tooling(q) {
+			p.Files = append(p.Files, q)
+		}
+	}
+	for q := range probed {
+		if byOracle(q) {
+			continue
+		}
+		// In the code under test, the tests' own look-ups (an output the
+		// task asks for) are the agent's to satisfy.
+		if inCode(q) && !configs[path.Base(q)] && !inStore(q) && !underConfig(q, configs) {
+			continue
+		}
+		p.Probed = append(p.Probed, q)
+	}
+	// A directory the grader listed outside its import path: a new entry
+	// there changes what the grader sees (a file in /etc/profile.d, a Go
+	// source file in the standard library). Its own files are in Files;
+	// a new entry is a change to the listing.
+	for q := range listed {
+		if !tooling(q) || importDir(q, pyPath) {
+			continue
+		}
+		p.Scanned = append(p.Scanned, q)
+	}
+
+	// Names: the top-level module of every tooling file on a Python path,
+	// and every command run.
+	names := map[string]bool{}
+	for c := range commands {
+		names[c] = true
+	}
+	for _, f := range p.Files {
+		if e := longestEntry(pyPath, f); e != "" {
+			first, _, _ := strings.Cut(strings.TrimPrefix(f, strings.TrimSuffix(e, "/")+"/"), "/")
+			if n := stem(first); n != "" && n != "__pycache__" {
+				names[n] = true
+			}
+		}
+	}
+	// What the code under test provides is not the tooling's name.
+	for q := range reads {
+		if tooling(q) {
+			continue
+		}
+		if e := longestEntry(pyPath, q); e != "" && inCode(e) {
+			first, _, _ := strings.Cut(strings.TrimPrefix(q, strings.TrimSuffix(e, "/")+"/"), "/")
+			delete(names, stem(first))
+		}
+	}
+	p.Names = keys(names)
+	p.SearchDirs = keys(searchDirs)
+	p.Made = madeList
+	p.Configs = keys(configs)
+	p.Stores = storeList
+	p.normalize()
+	return p, nil
+}
+
+// configName reports names that can be configuration found by an
+// ancestor search. Python's package markers and caches are found the same
+// way (pytest walks up through __init__.py files) but are code.
+func configName(base string) bool {
+	switch {
+	case base == "", strings.HasPrefix(base, "__init__."), base == "__pycache__", strings.HasSuffix(base, ".pyc"):
+		return false
+	}
+	return true
+}
+
+// underConfig reports a path beneath a directory named for a configuration
+// search (node_modules/…).
+func underConfig(q string, configs map[string]bool) bool {
+	for d := path.Dir(q); d != "/" && d != "."; d = path.Dir(d) {
+		if configs[path.Base(d)] {
+			return true
+		}
+	}
+	return false
+}
+
+// importDir reports a directory on, or beneath, a Python path entry: Python
+// lists those to find modules by name, and Names and Files cover them.
+func importDir(q string, pyPath []string) bool {
+	return longestEntry(pyPath, q) != "" || slices.Contains(pyPath, q)
+}
+
+// longestEntry returns the longest entry of entries strictly above f, or "".
+func longestEntry(entries []string, f string) string {
+	best := ""
+	for _, e := range entries {
+		if e != f && under(f, e) && len(e) > len(best) {
+			best = e
+		}
+	}
+	return best
+}
+
+func keys(m map[string]bool) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,261 @@
+// Package tooling knows the verifier's tooling: everything the grader's
+// processes load or run that is not the code under test (interpreters, test
+// runners and their plugins, their configuration and start-up files, the
+// helpers test.sh calls, the directories on their import and executable
+// paths). It learns it from a trusted run of the grader on the pristine
+// environment plus the oracle's changes (Learn), or falls back to a built-in
+// description of the common runners (Builtin), and judges an agent's change
+// against it (Profile.Check): nothing the agent wrote may become part of
+// the tooling.
+//
+// A profile is plain data, canonical JSON with a digest, stored in every
+// bundle so that a third party sees what was frozen and regrade uses the
+// same one.
+package tooling
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/gowebpki/jcs"
+)
+
+// Schema names the profile format.
+const Schema = "proctor.tooling/1"
+
+// Sources of a profile.
+const (
+	SourceLearned = "learned" // from a traced run of the grader on the oracle's changes
+	SourceBuiltin = "builtin" // no learned profile: the common runners' known search paths
+)
+
+// Profile is the verifier's tooling, as paths inside the sandbox. Every
+// list is sorted and free of duplicates.
+type Profile struct {
+	Schema string `json:"schema"`
+	Source string `json:"source"`
+	// Reason says why the profile is built in ("the task has no
+	// solution/"), or "" for a learned one.
+	Reason string `json:"reason,omitempty"`
+	// Files are what the grader read, listed or ran (and every symlink on
+	// the way) that is not the code under test: a change to one, its
+	// deletion included, is a change to the tooling.
+	Files []string `json:"files"`
+	// Probed are paths the grader looked for and did not find: a file
+	// created at one would be found, so it is a change to the tooling.
+	Probed []string `json:"probed"`
+	// Scanned are directories the grader listed outside its import path
+	// (/etc/profile.d, a Go package's source directory): a new entry in
+	// one changes what the grader sees.
+	Scanned []string `json:"scanned"`
+	// SearchDirs are the directories on the grader's import and executable
+	// paths, in no order; Names are the module and command names the
+	// tooling resolved on them. A new entry in a search dir named for one
+	// of them would be found before the verifier's own, or instead of it.
+	SearchDirs []string `json:"search_dirs"`
+	Names      []string `json:"names"`
+	// Made are directories the grader made for itself (caches, temporary
+	// directories): what the agent put there is not carried.
+	Made []string `json:"made"`
+	// CodeRoots are the directories of the code under test (the
+	// workspace): what the grader read there is the agent's, except
+	// configuration (Configs) and dependency stores (Stores).
+	CodeRoots []string `json:"code_roots"`
+	// Configs are names the grader searched for in a directory and its
+	// ancestors: runner configuration (conftest.py, pytest.ini,
+	// node_modules, go.mod …), tooling wherever it is.
+	Configs []string `json:"configs"`
+	// Stores are dependency stores the interpreters named (site and
+	// standard library directories, virtual environments, node_modules).
+	Stores []string `json:"stores"`
+	// Interpreters are what each interpreter the grader ran said of its
+	// search path, asked with the grader's environment and directory.
+	Interpreters []Interpreter `json:"interpreters"`
+	// Records counts the accesses the profile was learned from.
+	Records int `json:"records"`
+}
+
+// Interpreter is one Python interpreter's answer.
+type Interpreter struct {
+	Exe   string   `json:"exe"`
+	Cwd   string   `json:"cwd"`
+	Path  []string `json:"path"`  // sys.path as the grader's process had it at start
+	Sites []string `json:"sites"` // site-packages, user site, standard library, prefix
+	// modules are the module names the interpreter can import from outside
+	// the code under test: the built-in profile's names (not stored).
+	modules []string
+}
+
+// Marshal returns the profile as canonical JSON.
+func (p *Profile) Marshal() ([]byte, error) {
+	raw, err := json.Marshal(p)
+	if err != nil {
+		return nil, err
+	}
+	return jcs.Transform(raw)
+}
+
+// Digest is the sha256 of Marshal's bytes, as "sha256:HEX".
+func (p *Profile) Digest() (string, error) {
+	b, err := p.Marshal()
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:]), nil
+}
+
+// Parse reads a profile written by Marshal; name is the file, for errors.
+func Parse(name string, b []byte) (*Profile, error) {
+	var p Profile
+	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	if p.Schema != Schema {
+		return nil, fmt.Errorf("%s: schema: %q, want %q", name, p.Schema, Schema)
+	}
+	if p.Source != SourceLearned && p.Source != SourceBuiltin {
+		return nil, fmt.Errorf("%s: source: %q, want %q or %q", name, p.Source, SourceLearned, SourceBuiltin)
+	}
+	for field, list := range map[string][]string{"files": p.Files, "probed": p.Probed, "scanned": p.Scanned, "search_dirs": p.SearchDirs,
+		"made": p.Made, "code_roots": p.CodeRoots, "stores": p.Stores} {
+		for _, s := range list {
+			if !path.IsAbs(s) || path.Clean(s) != s {
+				return nil, fmt.Errorf("%s: %s: %q is not a clean absolute path", name, field, s)
+			}
+		}
+		if !slices.IsSorted(list) {
+			return nil, fmt.Errorf("%s: %s: not sorted", name, field)
+		}
+	}
+	p.normalize()
+	return &p, nil
+}
+
+// normalize sorts and deduplicates every list, and makes nil lists empty.
+func (p *Profile) normalize() {
+	for _, l := range []*[]string{&p.Files, &p.Probed, &p.Scanned, &p.SearchDirs, &p.Names, &p.Made, &p.CodeRoots, &p.Configs, &p.Stores} {
+		slices.Sort(*l)
+		*l = slices.Compact(*l)
+		if *l == nil {
+			*l = []string{}
+		}
+	}
+	if p.Interpreters == nil {
+		p.Interpreters = []Interpreter{}
+	}
+}
+
+// Change is one entry of an agent's changeset, as Check sees it.
+type Change struct {
+	Path string
+	// New: nothing was at Path in the pristine environment.
+	New bool
+	// Removes: a deletion, or a directory that replaces the pristine one
+	// (opaque), so that what the pristine directory held is gone.
+	Removes bool
+}
+
+// Decision is Check's answer.
+type Decision struct {
+	// Violation, when set, says how the change touches the tooling: it
+	// is not carried, and the trial is compromised.
+	Violation string
+	// LeftOut, when set, says why the change is not carried without a
+	// violation (it is in a directory the grader makes for itself).
+	LeftOut string
+}
+
+// Check judges one change against the profile.
+func (p *Profile) Check(c Change) Decision {
+	if has(p.Files, c.Path) {
+		return Decision{Violation: "changes " + c.Path + ", part of the verifier's tooling (the grader reads or runs it)"}
+	}
+	if c.Removes {
+		if f := firstBeneath(p.Files, c.Path); f != "" {
+			return Decision{Violation: "takes away " + f + ", part of the verifier's tooling, with its directory"}
+		}
+	}
+	if !c.New {
+		return Decision{}
+	}
+	if has(p.Probed, c.Path) {
+		return Decision{Violation: "creates " + c.Path + ", which the verifier's tooling looks for"}
+	}
+	dir, base := path.Split(c.Path)
+	dir = path.Clean(dir)
+	if has(p.Scanned, dir) {
+		return Decision{Violation: "creates " + c.Path + " in " + dir + ", a directory the verifier's tooling lists"}
+	}
+	if has(p.SearchDirs, dir) {
+		if n := stem(base); has(p.Names, n) {
+			return Decision{Violation: fmt.Sprintf("creates %s on the verifier's search path, where it would stand in for the tooling's %q", c.Path, n)}
+		}
+	}
+	// Package metadata in a site directory declares entry points, which
+	// runners load as plugins (pytest11) without being asked.
+	if base == "entry_points.txt" && (strings.HasSuffix(dir, ".dist-info") || strings.HasSuffix(dir, ".egg-info")) && has(p.SearchDirs, path.Dir(dir)) {
+		return Decision{Violation: "creates " + c.Path + ", entry points the verifier's tooling would load as plugins"}
+	}
+	if m := ancestorIn(p.Made, c.Path); m != "" {
+		return Decision{LeftOut: "in " + m + ", which the verifier makes for itself"}
+	}
+	return Decision{}
+}
+
+// OnSearchPath reports whether dir is on one of the grader's import or
+// executable paths, or a store of its interpreters'.
+func (p *Profile) OnSearchPath(dir string) bool {
+	return has(p.SearchDirs, dir) || has(p.Stores, dir)
+}
+
+// has reports whether sorted list holds s.
+func has(list []string, s string) bool {
+	_, ok := slices.BinarySearch(list, s)
+	return ok
+}
+
+// firstBeneath returns an entry of sorted list strictly beneath dir, or "".
+func firstBeneath(list []string, dir string) string {
+	prefix := strings.TrimSuffix(dir, "/") + "/"
+	i, _ := slices.BinarySearch(list, prefix)
+	if i < len(list) && strings.HasPrefix(list[i], prefix) {
+		return list[i]
+	}
+	return ""
+}
+
+// ancestorIn returns the member of list that is p or an ancestor of p, or "".
+func ancestorIn(list []string, p string) string {
+	for q := p; ; q = path.Dir(q) {
+		if has(list, q) {
+			return q
+		}
+		if q == "/" {
+			return ""
+		}
+	}
+}
+
+// stem is a file's module or command name: its name up to the first dot
+// ("json.py", "json.cpython-311-x86_64-linux-gnu.so", "json/" all give
+// "json"). A leading dot is kept as part of the name.
+func stem(name string) string {
+	name = strings.TrimSuffix(name, "/")
+	if i := strings.IndexByte(name[min(1, len(name)):], '.'); i >= 0 {
+		return name[:i+min(1, len(name))]
+	}
+	return name
+}
+
+// under reports whether p is base or beneath it.
+func under(p, base string) bool {
+	return p == base || base == "/" || strings.HasPrefix(p, base+"/")
+}
