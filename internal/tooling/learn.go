@@ -143,6 +143,7 @@ func Learn(in Input) (*Profile, error) {
 	probed := map[string]bool{} // absent paths it looked for
 	made := map[string]bool{}   // absent directories it wrote into
 	commands := map[string]bool{}
+	execd := map[string]bool{} // files it ran
 	searchDirs := map[string]bool{}
 	for _, a := range in.Accesses {
 		if a.Path == "" || !path.IsAbs(a.Path) || skip(a.Path) {
@@ -158,6 +159,9 @@ func Learn(in Input) (*Profile, error) {
 			}
 		}
 		if a.Op == "exec" {
+			if r.missing == "" {
+				execd[r.final] = true
+			}
 			commands[path.Base(a.Path)] = true
 			for _, kv := range a.Env {
 				if v, ok := strings.CutPrefix(kv, "PATH="); ok {
@@ -252,7 +256,9 @@ func Learn(in Input) (*Profile, error) {
 		if byOracle(q) {
 			return false
 		}
-		if !inCode(q) {
+		if !inCode(q) || execd[q] {
+			// A program the grader runs is its tooling even in the
+			// workspace (a grading script the task ships there).
 			return true
 		}
 		return configs[path.Base(q)] || inStore(q) || underConfig(q, configs)
