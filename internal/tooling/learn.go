@@ -296,6 +296,20 @@ func Learn(in Input) (*Profile, error) {
 	for c := range commands {
 		names[c] = true
 	}
+	// A command the oracle installed (or the workspace holds) is the code
+	// under test, not a name of the tooling's.
+	for f := range execd {
+		if !tooling(f) {
+			delete(names, path.Base(f))
+		}
+	}
+	for _, a := range in.Accesses {
+		if a.Op == "exec" && path.IsAbs(a.Path) {
+			if r, err := resolve(in.Env, a.Path); err == nil && r.missing == "" && !tooling(r.final) {
+				delete(names, path.Base(a.Path))
+			}
+		}
+	}
 	for _, f := range p.Files {
 		if e := longestEntry(pyPath, f); e != "" {
 			first, _, _ := strings.Cut(strings.TrimPrefix(f, strings.TrimSuffix(e, "/")+"/"), "/")
@@ -309,7 +323,7 @@ func Learn(in Input) (*Profile, error) {
 		if tooling(q) {
 			continue
 		}
-		if e := longestEntry(pyPath, q); e != "" && inCode(e) {
+		if e := longestEntry(pyPath, q); e != "" {
 			first, _, _ := strings.Cut(strings.TrimPrefix(q, strings.TrimSuffix(e, "/")+"/"), "/")
 			delete(names, stem(first))
 		}

@@ -186,7 +186,9 @@ func (p *Profile) Check(c Change) Decision {
 	if !c.New {
 		return Decision{}
 	}
-	if has(p.Probed, c.Path) {
+	// A missing directory of an interpreter's path (a site directory not
+	// made yet) may be made: what goes in it is judged by name below.
+	if has(p.Probed, c.Path) && !p.OnSearchPath(c.Path) {
 		return Decision{Violation: "creates " + c.Path + ", which the verifier's tooling looks for"}
 	}
 	dir, base := path.Split(c.Path)
@@ -194,14 +196,14 @@ func (p *Profile) Check(c Change) Decision {
 	if has(p.Scanned, dir) {
 		return Decision{Violation: "creates " + c.Path + " in " + dir + ", a directory the verifier's tooling lists"}
 	}
-	if has(p.SearchDirs, dir) {
+	if p.OnSearchPath(dir) {
 		if n := stem(base); has(p.Names, n) {
 			return Decision{Violation: fmt.Sprintf("creates %s on the verifier's search path, where it would stand in for the tooling's %q", c.Path, n)}
 		}
 	}
 	// Package metadata in a site directory declares entry points, which
 	// runners load as plugins (pytest11) without being asked.
-	if base == "entry_points.txt" && (strings.HasSuffix(dir, ".dist-info") || strings.HasSuffix(dir, ".egg-info")) && has(p.SearchDirs, path.Dir(dir)) {
+	if base == "entry_points.txt" && (strings.HasSuffix(dir, ".dist-info") || strings.HasSuffix(dir, ".egg-info")) && p.OnSearchPath(path.Dir(dir)) {
 		return Decision{Violation: "creates " + c.Path + ", entry points the verifier's tooling would load as plugins"}
 	}
 	if m := ancestorIn(p.Made, c.Path); m != "" {
