@@ -39,8 +39,9 @@ type ToolingRef struct {
 	Cached bool   `json:"cached"` // learned by an earlier trial of the same task and environment
 }
 
-// toolingSchemaKey changes the cache key whenever what is learned changes.
-const toolingSchemaKey = tooling.Schema + "+learn-3"
+// toolingSchemaKey is in the cache key: bump it whenever what Learn
+// makes of the same run changes, or trials get profiles learned by old rules.
+const toolingSchemaKey = tooling.Schema + "+learn-4"
 
 // learning collects what the traced grader of a learning run saw.
 type learning struct {
