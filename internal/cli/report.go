@@ -311,6 +311,7 @@ func regradeOne(c *cobra.Command, trialDir, taskDir, cacheDir, scratchDir string
 		Task: t, Archive: filepath.Join(trialDir, trial.ChangesetFile), Digest: was.Changeset.Digest,
 		Out: filepath.Join(tmp, "out"), CacheDir: cacheDir, ScratchDir: scratchDir,
 		AgentPhase: was.Phases[trial.PhaseAgent],
+		Tooling:    bundledTooling(trialDir, &was), ToolingDigest: toolingDigest(&was),
 	})
 	if err != nil {
 		return "", err

@@ -1,6 +1,7 @@
 package trial
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -241,5 +242,44 @@ func TestToolingWithoutOracle(t *testing.T) {
 	v, _ := runTrial(t, tk, pyAttacks[5].agent, "")
 	if v.Passed || !hasViolation(v, ViolationTooling) {
 		t.Errorf("conftest.py at /: passed=%v status %s, violations %s", v.Passed, v.Status, violations(v))
+	}
+}
+
+// A regrade keeps the agent out of the tooling the trial's bundle froze,
+// and refuses a profile that is not the one the trial recorded.
+func TestRegradeUsesTheTrialsProfile(t *testing.T) {
+	if raceEnabled {
+		t.Skip("trials under the race detector are too slow")
+	}
+	requireRoot(t)
+	tk := pyTask(t, pyRunners[0], task.GradingWorkspace, "")
+	v, out := runTrial(t, tk, wrongAnswer+pyAttacks[0].agent, "")
+	if !hasViolation(v, ViolationTooling) {
+		t.Fatalf("setup: the attack made no tooling violation: %s", violations(v))
+	}
+	regrade := func(profile, digest string) (*Verdict, error) {
+		return Regrade(context.Background(), RegradeOptions{Task: tk, Archive: filepath.Join(out, ChangesetFile),
+			Digest: v.Changeset.Digest, Out: filepath.Join(t.TempDir(), "out"), CacheDir: sharedCache,
+			AgentPhase: v.Phases[PhaseAgent], Tooling: profile, ToolingDigest: digest})
+	}
+	again, err := regrade(filepath.Join(out, ToolingFile), v.Tooling.Digest)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Passed || !hasViolation(again, ViolationTooling) || again.Tooling.Digest != v.Tooling.Digest {
+		t.Errorf("regrade: passed=%v violations %s tooling %+v", again.Passed, violations(again), again.Tooling)
+	}
+	// The same profile with its names taken out: not the trial's.
+	b, err := os.ReadFile(filepath.Join(out, ToolingFile))
+	must(t, err)
+	p, err := tooling.Parse("tooling.json", b)
+	must(t, err)
+	p.Names = []string{}
+	nb, err := p.Marshal()
+	must(t, err)
+	forged := filepath.Join(t.TempDir(), "tooling.json")
+	must(t, os.WriteFile(forged, nb, 0o644))
+	if _, err := regrade(forged, v.Tooling.Digest); err == nil || !strings.Contains(err.Error(), "not the trial's profile") {
+		t.Errorf("a forged profile: %v, want it refused", err)
 	}
 }
