@@ -14,6 +14,7 @@
 package tooling
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -77,7 +78,7 @@ type Profile struct {
 	// search path, asked with the grader's environment and directory.
 	Interpreters []Interpreter `json:"interpreters"`
 	// Records counts the accesses the profile was learned from.
-	Records int `json:"records"`
+	Records int `json:"-"`
 }
 
 // Interpreter is one Python interpreter's answer.
@@ -106,14 +107,20 @@ func (p *Profile) Digest() (string, error) {
 	if err != nil {
 		return "", err
 	}
+	return DigestOf(b), nil
+}
+
+// DigestOf is the digest of a profile's stored bytes: a cached or bundled
+// profile is used as stored, never re-encoded.
+func DigestOf(b []byte) string {
 	sum := sha256.Sum256(b)
-	return "sha256:" + hex.EncodeToString(sum[:]), nil
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Parse reads a profile written by Marshal; name is the file, for errors.
 func Parse(name string, b []byte) (*Profile, error) {
 	var p Profile
-	dec := json.NewDecoder(strings.NewReader(string(b)))
+	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

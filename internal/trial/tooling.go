@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -64,10 +65,24 @@ func (lr *learning) record(a seccomp.FileAccess) {
 // environment's digests.
 func (r *runner) toolingKey() string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s\n%s\n%s\n%s\n", toolingSchemaKey, r.inputs.task, r.inputs.env, r.v.Environment.Digest)
+	env := r.inputs.env // a rootfs directory's
+	if r.image != nil {
+		env = r.v.Environment.Digest // set by prepare; a host's is taken beside the trial, later
+	}
+	fmt.Fprintf(h, "%s\n%s\n%s\n", toolingSchemaKey, r.inputs.task, env)
 	if r.hostScan != nil {
+		// The host view by its directories' identities and times, which
+		// every added, removed or renamed entry changes: fixed fields, no
+		// formatting, and nothing the environment digest fills in later.
+		var buf [32]byte
 		for _, e := range r.hostScan.now {
-			fmt.Fprintf(h, "%v\n", e)
+			h.Write([]byte(e.Path))
+			binary.LittleEndian.PutUint64(buf[0:], e.Dev)
+			binary.LittleEndian.PutUint64(buf[8:], e.Ino)
+			binary.LittleEndian.PutUint64(buf[16:], uint64(e.MtimeNS))
+			binary.LittleEndian.PutUint64(buf[24:], uint64(e.CtimeNS))
+			h.Write([]byte{0})
+			h.Write(buf[:])
 		}
 	}
 	return hex.EncodeToString(h.Sum(nil))
@@ -80,6 +95,7 @@ func (r *runner) toolingKey() string {
 func (r *runner) loadTooling(ctx context.Context, given string, givenDigest string) error {
 	start := time.Now()
 	var p *tooling.Profile
+	var b []byte // the profile as stored: canonical JSON, as Marshal wrote it
 	cached := false
 	var err error
 	switch {
@@ -88,7 +104,8 @@ func (r *runner) loadTooling(ctx context.Context, given string, givenDigest stri
 		if oerr != nil {
 			return fmt.Errorf("the trial's tooling profile: %w", oerr)
 		}
-		b, rerr := io.ReadAll(io.LimitReader(f, 64<<20))
+		var rerr error
+		b, rerr = io.ReadAll(io.LimitReader(f, 64<<20))
 		f.Close()
 		if rerr != nil {
 			return fmt.Errorf("%s: %w", given, rerr)
@@ -96,14 +113,14 @@ func (r *runner) loadTooling(ctx context.Context, given string, givenDigest stri
 		if p, err = tooling.Parse(given, b); err != nil {
 			return err
 		}
-		if d, _ := p.Digest(); givenDigest != "" && d != givenDigest {
+		if d := tooling.DigestOf(b); givenDigest != "" && d != givenDigest {
 			return fmt.Errorf("%s: digest %s, but the trial recorded %s: not the trial's profile", given, d, givenDigest)
 		}
 	default:
 		cache := filepath.Join(r.o.CacheDir, "tooling", r.toolingKey()+".json")
-		if b, rerr := os.ReadFile(cache); rerr == nil {
-			if p, err = tooling.Parse(cache, b); err == nil {
-				cached = true
+		if raw, rerr := os.ReadFile(cache); rerr == nil {
+			if p, err = tooling.Parse(cache, raw); err == nil {
+				b, cached = raw, true
 			} else {
 				p = nil // a damaged cache entry is learned again
 			}
@@ -112,23 +129,15 @@ func (r *runner) loadTooling(ctx context.Context, given string, givenDigest stri
 			if p, err = r.learnTooling(ctx); err != nil {
 				return err
 			}
-			b, merr := p.Marshal()
-			if merr != nil {
-				return merr
+			if b, err = p.Marshal(); err != nil {
+				return err
 			}
 			if err := writeAtomic(cache, b); err != nil {
 				return fmt.Errorf("caching the tooling profile: %w", err)
 			}
 		}
 	}
-	b, err := p.Marshal()
-	if err != nil {
-		return err
-	}
-	d, err := p.Digest()
-	if err != nil {
-		return err
-	}
+	d := tooling.DigestOf(b)
 	if err := os.WriteFile(filepath.Join(r.o.Out, ToolingFile), b, 0o644); err != nil {
 		return fmt.Errorf("writing the tooling profile: %w", err)
 	}
