@@ -40,7 +40,7 @@ type ToolingRef struct {
 }
 
 // toolingSchemaKey changes the cache key whenever what is learned changes.
-const toolingSchemaKey = tooling.Schema + "+learn-3"
+const toolingSchemaKey = tooling.Schema + "+learn-4"
 
 // learning collects what the traced grader of a learning run saw.
 type learning struct {
