@@ -142,10 +142,15 @@ func Learn(in Input) (*Profile, error) {
 	listed := map[string]bool{} // directories it listed
 	probed := map[string]bool{} // absent paths it looked for
 	made := map[string]bool{}   // absent directories it wrote into
+	// When: the first look-up of each probed path, the first write into
+	// each made directory (by access index); wrote: the absent paths it
+	// wrote.
+	probedAt, madeAt := map[string]int{}, map[string]int{}
+	var wrote []string
 	commands := map[string]bool{}
 	execd := map[string]bool{} // files it ran
 	searchDirs := map[string]bool{}
-	for _, a := range in.Accesses {
+	for i, a := range in.Accesses {
 		if a.Path == "" || !path.IsAbs(a.Path) || skip(a.Path) {
 			continue
 		}
@@ -179,11 +184,14 @@ func Learn(in Input) (*Profile, error) {
 		switch {
 		case r.missing != "" && a.Write:
 			// The grader makes it: its own cache or temporary file.
-			if r.missing != r.final {
-				made[r.missing] = true
+			wrote = append(wrote, r.final)
+			if r.missing != r.final && !made[r.missing] {
+				made[r.missing], madeAt[r.missing] = true, i
 			}
 		case r.missing != "":
-			probed[r.final] = true
+			if !probed[r.final] {
+				probed[r.final], probedAt[r.final] = true, i
+			}
 		case a.Op == "list":
 			listed[r.final] = true
 			reads[r.final] = true
@@ -193,10 +201,22 @@ func Learn(in Input) (*Profile, error) {
 	}
 	madeList := keys(made)
 	slices.Sort(madeList)
+	slices.Sort(wrote)
 	for q := range probed {
-		if ancestorIn(madeList, q) != "" {
-			delete(probed, q)
+		m := ancestorIn(madeList, q)
+		if m == "" {
+			continue
 		}
+		// What the grader looked for in a directory before it wrote
+		// anything there, and never wrote itself, it would have read:
+		// configuration beside its own files (go reads
+		// $HOME/.config/go/env, then makes $HOME/.config for its
+		// telemetry). The directory it stat'ed on the way to making it,
+		// and the entries it looked up once it had, are its own.
+		if probedAt[q] < madeAt[m] && firstBeneath(wrote, q) == "" && !has(wrote, q) {
+			continue
+		}
+		delete(probed, q)
 	}
 
 	// Configuration: a name looked for in a directory and in its parent.

@@ -213,7 +213,9 @@ func (p *Profile) Check(c Change) Decision {
 	if base == "entry_points.txt" && (strings.HasSuffix(dir, ".dist-info") || strings.HasSuffix(dir, ".egg-info")) && p.OnSearchPath(path.Dir(dir)) {
 		return Decision{Violation: "creates " + c.Path + ", entry points the verifier's tooling would load as plugins"}
 	}
-	if m := ancestorIn(p.Made, c.Path); m != "" {
+	// A directory on the way to a path the tooling looks for is judged
+	// with what the agent put beneath it, never left out whole.
+	if m := ancestorIn(p.Made, c.Path); m != "" && firstBeneath(p.Probed, c.Path) == "" {
 		return Decision{LeftOut: "in " + m + ", which the verifier makes for itself"}
 	}
 	return Decision{}
