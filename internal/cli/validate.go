@@ -5,9 +5,13 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/proctor-sandbox/proctor/internal/task"
+	"github.com/proctor-sandbox/proctor/internal/tooling"
 	"github.com/proctor-sandbox/proctor/internal/trial"
 )
 
@@ -33,6 +37,7 @@ func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		out    string
 		repeat int
+		strict bool
 		tf     trialFlags
 	)
 	c := &cobra.Command{
@@ -47,6 +52,14 @@ With --repeat N, the oracle runs N times (oracle-1/ …) and the grader runs
 N more times on the first one's frozen changeset (regrade-1/ …): every
 reward, status and expected test outcome must be the same each time, or
 the task is reported flaky, naming what changed.
+
+After the oracle, validate prints what the task exposes, from the tooling
+profile learned on the oracle's run: the verifier's tooling the agent
+could write (outside the workspace in state grading, in it always), which
+the profile freezes, and hidden material, files the grader reads that are
+data (expected outputs, a hidden test set) in the environment the agent
+sees, and so can read. With --strict each hidden file, and a built-in
+profile (a guess, nothing learned), is a finding that fails validation.
 
 Exit status: 0 when the task is valid; 1 when it is not; 125 when a trial
 could not be run.`,
@@ -90,6 +103,7 @@ could not be run.`,
 			}
 			runs = append(runs, validateRun{"nop", nopAgent, false, false})
 			var oracles []*trial.Verdict
+			var findings []string
 			for _, a := range runs {
 				o.Task, o.Agent, o.Solution, o.Out = t, a.cmd, a.solution, filepath.Join(base, a.name)
 				v, err := trial.Run(c.Context(), o)
@@ -104,6 +118,11 @@ could not be run.`,
 				fmt.Fprintf(stdout, "%-6s %s: passed=%t status=%s reward=%g\n", a.name, verdict, v.Passed, v.Status, v.Reward)
 				if a.solution {
 					oracles = append(oracles, v)
+					if len(oracles) == 1 {
+						if findings, err = showExposure(stdout, t, o.Out); err != nil {
+							return err
+						}
+					}
 				}
 			}
 			flaky := false
@@ -144,12 +163,89 @@ could not be run.`,
 				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: %w", t.Name, errValidate),
 					hint: "the oracle must pass cleanly and the do-nothing agent must fail; see the logs under --out"}
 			}
+			if strict && len(findings) > 0 {
+				for _, f := range findings {
+					fmt.Fprintf(stdout, "strict: %s\n", f)
+				}
+				return &exitError{code: exitNotPassed, err: fmt.Errorf("%s: --strict: %d finding(s)", t.Name, len(findings)),
+					hint: "see the strict: lines above; keep expected outputs and hidden tests under tests/, which the agent never sees"}
+			}
 			fmt.Fprintf(stdout, "%s: valid\n", t.Name)
 			return nil
 		},
 	}
 	c.Flags().StringVar(&out, "out", "", "keep the trials' results under this directory")
+	c.Flags().BoolVar(&strict, "strict", false, "fail on every hidden file the agent can read and on a built-in (not learned) tooling profile")
 	c.Flags().IntVar(&repeat, "repeat", 1, "run the oracle N times and grade its changeset N more times; any test or reward that changes makes the task flaky")
 	tf.register(c)
 	return c
+}
+
+// maxExamples bounds the paths validate names in one line.
+const maxExamples = 10
+
+// showExposure prints what the task exposes, from the tooling profile of
+// the oracle trial in dir, and returns the findings --strict fails on.
+func showExposure(w io.Writer, t *task.Task, dir string) ([]string, error) {
+	name := filepath.Join(dir, trial.ToolingFile)
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return nil, fmt.Errorf("the oracle's tooling profile: %w", err)
+	}
+	p, err := tooling.Parse(name, b)
+	if err != nil {
+		return nil, err
+	}
+	var findings []string
+	source := p.Source
+	if p.Source == tooling.SourceBuiltin {
+		source += " (" + p.Reason + ")"
+		findings = append(findings, "the tooling profile is built in, not learned: "+p.Reason)
+	}
+	fmt.Fprintf(w, "tooling: %s, %d files, %d probed, %d search dirs\n", source, len(p.Files), len(p.Probed), len(p.SearchDirs))
+	e := p.Exposure(t.Proctor.Grading)
+	roots := strings.Join(p.CodeRoots, " ")
+	if t.Proctor.Grading == task.GradingState {
+		fmt.Fprintf(w, "writable outside %s (state grading): %s\n", roots, frozen(e.Outside))
+	} else {
+		fmt.Fprintf(w, "writable outside %s: none (workspace grading carries %s only)\n", roots, roots)
+	}
+	fmt.Fprintf(w, "writable in %s: %s\n", roots, frozen(e.Inside))
+	if len(e.Hidden) == 0 {
+		fmt.Fprintf(w, "hidden: none the grader reads\n")
+	}
+	for i, h := range e.Hidden {
+		if i == maxExamples {
+			fmt.Fprintf(w, "hidden: … and %d more\n", len(e.Hidden)-i)
+			break
+		}
+		fmt.Fprintf(w, "hidden: %s: the grader reads it, and the agent can too\n", h)
+	}
+	for _, h := range e.Hidden {
+		findings = append(findings, h+": hidden material the grader reads is in the agent's environment")
+	}
+	return findings, nil
+}
+
+// frozen says how many tooling paths there are, naming up to maxExamples
+// of them, the system's (/usr, /etc …) last.
+func frozen(paths []string) string {
+	if len(paths) == 0 {
+		return "no tooling"
+	}
+	ex := slices.Clone(paths)
+	slices.SortStableFunc(ex, func(a, b string) int {
+		switch sa, sb := tooling.System(a), tooling.System(b); {
+		case sa == sb:
+			return 0
+		case sb:
+			return -1
+		}
+		return 1
+	})
+	s := fmt.Sprintf("%d tooling paths, frozen by the profile: %s", len(paths), strings.Join(ex[:min(len(ex), maxExamples)], " "))
+	if len(ex) > maxExamples {
+		s += fmt.Sprintf(" … and %d more", len(ex)-maxExamples)
+	}
+	return s
 }
