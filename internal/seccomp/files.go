@@ -172,29 +172,7 @@ func WatchFiles(listener *os.File, record func(FileAccess)) error {
 		return fmt.Errorf("seccomp: listener: %w", err)
 	}
 	calls := filesNr[runtime.GOARCH]
-	for {
-		var (
-			a           FileAccess
-			got, gone   bool
-			handleError error
-		)
-		err := rc.Read(func(fd uintptr) bool {
-			got, gone, handleError = receive(fd, func(n *notif) { a = inspectFile(fd, n, calls) })
-			return got || gone || handleError != nil
-		})
-		if err != nil {
-			return watchError(listener, fmt.Errorf("seccomp: waiting for notifications: %w", err))
-		}
-		if got {
-			record(a)
-		}
-		if handleError != nil {
-			return handleError
-		}
-		if gone {
-			return nil
-		}
-	}
+	return serve(listener, rc, func(fd uintptr, n *notif) FileAccess { return inspectFile(fd, n, calls) }, record)
 }
 
 // receive takes one waiting notification, lets inspect read it, and

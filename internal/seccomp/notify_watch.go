@@ -6,6 +6,7 @@ import (
 	"os"
 	"runtime"
 	"sync"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -198,16 +199,23 @@ func watch(listener *os.File, record func(Attempt), syncWakeUp bool) error {
 	}
 
 	native := nativeNotifyNames()
+	return serve(listener, rc, func(fd uintptr, n *notif) Attempt { return inspect(fd, n, native) }, record)
+}
+
+// serve receives, answers and records notifications until every process
+// under the filter is gone (nil), or an error. inspect reads each one
+// while its call waits; record gets the result once it is answered.
+func serve[T any](listener *os.File, rc syscall.RawConn, inspect func(uintptr, *notif) T, record func(T)) error {
 	for {
 		var (
-			a           Attempt
+			a           T
 			got, gone   bool
 			handleError error
 		)
 		// The callback runs with the descriptor held open; it returns
 		// false to wait in the poller until the listener is readable.
 		err := rc.Read(func(fd uintptr) bool {
-			got, gone, handleError = handleOne(fd, native, &a)
+			got, gone, handleError = receive(fd, func(n *notif) { a = inspect(fd, n) })
 			return got || gone || handleError != nil
 		})
 		if err != nil {
@@ -232,42 +240,6 @@ func watchError(listener *os.File, err error) error {
 		return fmt.Errorf("seccomp: watching notifications: %w", os.ErrClosed)
 	}
 	return err
-}
-
-// handleOne receives, records into a and answers one notification if one
-// is waiting. It reports got when it did, gone when none is waiting and no
-// process uses the filter any more, and neither when none is waiting yet.
-// A non-nil error with got set means the call may still be waiting.
-func handleOne(fd uintptr, native map[uint32]string, a *Attempt) (got, gone bool, err error) {
-	for {
-		pfd := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		if _, err := unix.Poll(pfd, 0); err != nil {
-			if err == unix.EINTR {
-				continue
-			}
-			return false, false, fmt.Errorf("seccomp: polling the listener: %w", err)
-		}
-		if pfd[0].Revents&unix.POLLIN == 0 {
-			return false, pfd[0].Revents&unix.POLLHUP != 0, nil
-		}
-		var n notif // RECV requires a zeroed buffer
-		if err := ioctlPtr(fd, ioctlNotifRecv, unsafe.Pointer(&n)); err != nil {
-			if err == unix.ENOENT || err == unix.EINTR {
-				// ENOENT: the caller was interrupted or died after
-				// the poll. Look again.
-				continue
-			}
-			return false, false, fmt.Errorf("seccomp: receiving a notification: %w", err)
-		}
-		*a = inspect(fd, &n, native)
-		resp := notifResp{id: n.id, flags: unix.SECCOMP_USER_NOTIF_FLAG_CONTINUE}
-		if err := ioctlPtr(fd, ioctlNotifSend, unsafe.Pointer(&resp)); err != nil && err != unix.ENOENT {
-			// ENOENT: the caller is gone or was interrupted, and has
-			// no use for an answer.
-			return true, false, fmt.Errorf("seccomp: answering notification %d: %w", n.id, err)
-		}
-		return true, false, nil
-	}
 }
 
 // nativeNotifyNames maps the native notified system call numbers to their
