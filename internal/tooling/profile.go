@@ -195,7 +195,7 @@ func (p *Profile) Check(c Change) Decision {
 	}
 	// A missing directory of an interpreter's path (a site directory not
 	// made yet) may be made: what goes in it is judged by name below.
-	if has(p.Probed, c.Path) && !p.OnSearchPath(c.Path) {
+	if has(p.Probed, c.Path) && !p.pythonDir(c.Path) {
 		return Decision{Violation: "creates " + c.Path + ", which the verifier's tooling looks for"}
 	}
 	dir, base := path.Split(c.Path)
@@ -225,6 +225,18 @@ func (p *Profile) Check(c Change) Decision {
 // executable paths, or a store of its interpreters'.
 func (p *Profile) OnSearchPath(dir string) bool {
 	return has(p.SearchDirs, dir) || has(p.Stores, dir)
+}
+
+// pythonDir reports a directory on an interpreter's import path or among
+// its site directories: one it may find missing and the agent may make (a
+// node_modules directory is not one: Node loads what it finds in it).
+func (p *Profile) pythonDir(dir string) bool {
+	for _, it := range p.Interpreters {
+		if slices.Contains(it.Path, dir) || slices.Contains(it.Sites, dir) {
+			return true
+		}
+	}
+	return false
 }
 
 // has reports whether sorted list holds s.

@@ -42,7 +42,7 @@ type ToolingRef struct {
 
 // toolingSchemaKey is in the cache key: bump it whenever what Learn
 // makes of the same run changes, or trials get profiles learned by old rules.
-const toolingSchemaKey = tooling.Schema + "+learn-5"
+const toolingSchemaKey = tooling.Schema + "+learn-6"
 
 // learning collects what the traced grader of a learning run saw.
 type learning struct {
