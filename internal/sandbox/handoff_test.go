@@ -327,11 +327,13 @@ func TestWatchFiles(t *testing.T) {
 	}
 	mu.Lock()
 	defer mu.Unlock()
-	var listed, probed, execd bool
+	var listed, probed, execd, toList bool
 	for _, a := range seen {
 		switch {
 		case a.Op == seccomp.OpList && a.Path == "/usr/lib":
 			listed = true
+		case a.Op == seccomp.OpOpen && a.Path == "/usr/lib":
+			toList = a.Dir && !a.Write // ls opens the directory to list it
 		case a.Op == seccomp.OpStat && a.Path == "/usr/lib/no-such-file":
 			probed = true
 		case a.Op == seccomp.OpExec && a.Path == "/bin/true":
@@ -344,8 +346,8 @@ func TestWatchFiles(t *testing.T) {
 			t.Errorf("relative path recorded: %+v", a)
 		}
 	}
-	if !listed || !probed || !execd {
-		t.Errorf("listed %v, probed %v, exec %v; records:\n%v", listed, probed, execd, seen)
+	if !listed || !probed || !execd || !toList {
+		t.Errorf("listed %v, probed %v, exec %v, opened to list %v; records:\n%v", listed, probed, execd, toList, seen)
 	}
 	bad := spec
 	bad.WatchNet = func(seccomp.Attempt) {}

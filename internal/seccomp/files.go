@@ -59,6 +59,10 @@ type FileAccess struct {
 	Path string
 	// Write is set for an open that asks to write, create or truncate.
 	Write bool
+	// Dir is set for an open that asks for a directory (O_DIRECTORY): the
+	// first step of a listing (opendir, os.listdir, Python's import system
+	// filling its cache of a path entry).
+	Dir bool
 	// Argv, Env and Cwd are an exec's arguments, environment and working
 	// directory, as the caller passed them (at most 1024 strings and 256 KiB
 	// each).
@@ -263,10 +267,12 @@ func inspectFile(fd uintptr, n *notif, calls map[uint32]fileCall) FileAccess {
 		switch {
 		case c.flags >= 0:
 			a.Write = args[c.flags]&(unix.O_WRONLY|unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC) != 0
+			a.Dir = args[c.flags]&unix.O_DIRECTORY != 0
 		case c.how:
 			if b, err := readMemory(a.TID, args[2], 8); err == nil {
 				fl := *(*uint64)(unsafe.Pointer(&b[0]))
 				a.Write = fl&(unix.O_WRONLY|unix.O_RDWR|unix.O_CREAT|unix.O_TRUNC) != 0
+				a.Dir = fl&unix.O_DIRECTORY != 0
 			}
 		}
 	}

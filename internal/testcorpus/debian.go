@@ -119,8 +119,11 @@ func Chroot(t testing.TB, root, dir string, args ...string) string {
 }
 
 // TrixieGit is a Debian trixie root with git 2.47 (which makes reftable
-// repositories, unlike bookworm's 2.39) and python3.
-func TrixieGit(t testing.TB) string { return DebianRoot(t, "trixie", "git", "python3") }
+// repositories, unlike bookworm's 2.39), python3 (3.13, not the host's)
+// and pytest.
+func TrixieGit(t testing.TB) string {
+	return DebianRoot(t, "trixie", "git", "python3", "python3-pytest")
+}
 
 // reftableClone makes at dst a clone of up (a path on the host) with
 // reftable ref storage, by the git of a trixie root: up is copied into the

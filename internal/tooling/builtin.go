@@ -67,6 +67,7 @@ func Builtin(reason string, env Env, codeRoots, dirs []string, interps []Interpr
 		p.SearchDirs = append(p.SearchDirs, it.Path...)
 		p.Stores = append(p.Stores, it.Sites...)
 		p.Names = append(p.Names, it.modules...)
+		p.Names = append(p.Names, it.absent...)
 	}
 	p.normalize()
 	return p, nil

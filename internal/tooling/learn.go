@@ -12,6 +12,7 @@ type Access struct {
 	Op    string // "open", "stat", "exec", "list"
 	Path  string
 	Write bool // an open that writes, creates or truncates
+	Dir   bool // an open that asks for a directory: a listing to come
 	// Argv, Env and Cwd are an exec's.
 	Argv, Env []string
 	Cwd       string
@@ -140,6 +141,11 @@ func Learn(in Input) (*Profile, error) {
 
 	reads := map[string]bool{}  // existing paths the grader used
 	listed := map[string]bool{} // directories it listed
+	// toList are directories it opened to list, found or not: where a
+	// runtime looks names up in memory (Python's import system lists a
+	// path entry once, whatever put it on the path, and then looks for
+	// every module there without a call).
+	toList := map[string]bool{}
 	probed := map[string]bool{} // absent paths it looked for
 	made := map[string]bool{}   // absent directories it wrote into
 	// When: the first look-up of each probed path, the first write into
@@ -180,6 +186,9 @@ func Learn(in Input) (*Profile, error) {
 		}
 		if skip(r.final) {
 			continue
+		}
+		if a.Op == "list" || a.Op == "open" && a.Dir && !a.Write {
+			toList[r.final] = true
 		}
 		switch {
 		case r.missing != "" && a.Write:
@@ -309,6 +318,16 @@ func Learn(in Input) (*Profile, error) {
 		}
 		p.Scanned = append(p.Scanned, q)
 	}
+	// In the code under test, a directory the grader lists (or tried to)
+	// may be on an import path only at run time (a script that puts the
+	// workdir first on sys.path, pytest's rootdir): a new entry there is
+	// the agent's, unless it is named for a module or command of the
+	// tooling's, which it would stand in for.
+	for q := range toList {
+		if inCode(q) && !slices.Contains(pyPath, q) {
+			p.Listed = append(p.Listed, q)
+		}
+	}
 
 	// Names: the top-level module of every tooling file on a Python path,
 	// and every command run.
@@ -346,6 +365,14 @@ func Learn(in Input) (*Profile, error) {
 		if e := longestEntry(pyPath, q); e != "" {
 			first, _, _ := strings.Cut(strings.TrimPrefix(q, strings.TrimSuffix(e, "/")+"/"), "/")
 			delete(names, stem(first))
+		}
+	}
+	// Standard-library modules this platform lacks: runtimes try them
+	// without a call per name (subprocess tries msvcrt, os tries nt), so
+	// the trace never shows them; found, they would run.
+	for _, it := range in.Interpreters {
+		for _, n := range it.absent {
+			names[n] = true
 		}
 	}
 	p.Names = keys(names)

@@ -60,6 +60,11 @@ type Profile struct {
 	// of them would be found before the verifier's own, or instead of it.
 	SearchDirs []string `json:"search_dirs"`
 	Names      []string `json:"names"`
+	// Listed are directories of the code under test the grader listed or
+	// tried to list (and that no interpreter named on its path at start):
+	// a runtime may put them on its path as it runs, so a new module or
+	// command there named for one of Names would stand in for it.
+	Listed []string `json:"listed"`
 	// Made are directories the grader made for itself (caches, temporary
 	// directories): what the agent put there is not carried.
 	Made []string `json:"made"`
@@ -90,6 +95,10 @@ type Interpreter struct {
 	// modules are the module names the interpreter can import from outside
 	// the code under test: the built-in profile's names (not stored).
 	modules []string
+	// absent are the standard library's modules this interpreter cannot
+	// import (another platform's): names tried without a trace (not
+	// stored).
+	absent []string
 }
 
 // Marshal returns the profile as canonical JSON.
@@ -132,7 +141,7 @@ func Parse(name string, b []byte) (*Profile, error) {
 		return nil, fmt.Errorf("%s: source: %q, want %q or %q", name, p.Source, SourceLearned, SourceBuiltin)
 	}
 	for field, list := range map[string][]string{"files": p.Files, "probed": p.Probed, "scanned": p.Scanned, "search_dirs": p.SearchDirs,
-		"made": p.Made, "code_roots": p.CodeRoots, "stores": p.Stores} {
+		"made": p.Made, "code_roots": p.CodeRoots, "stores": p.Stores, "listed": p.Listed} {
 		for _, s := range list {
 			if !path.IsAbs(s) || path.Clean(s) != s {
 				return nil, fmt.Errorf("%s: %s: %q is not a clean absolute path", name, field, s)
@@ -148,7 +157,7 @@ func Parse(name string, b []byte) (*Profile, error) {
 
 // normalize sorts and deduplicates every list, and makes nil lists empty.
 func (p *Profile) normalize() {
-	for _, l := range []*[]string{&p.Files, &p.Probed, &p.Scanned, &p.SearchDirs, &p.Names, &p.Made, &p.CodeRoots, &p.Configs, &p.Stores} {
+	for _, l := range []*[]string{&p.Files, &p.Probed, &p.Scanned, &p.SearchDirs, &p.Names, &p.Listed, &p.Made, &p.CodeRoots, &p.Configs, &p.Stores} {
 		slices.Sort(*l)
 		*l = slices.Compact(*l)
 		if *l == nil {
@@ -206,6 +215,11 @@ func (p *Profile) Check(c Change) Decision {
 	if p.OnSearchPath(dir) {
 		if n := stem(base); has(p.Names, n) {
 			return Decision{Violation: fmt.Sprintf("creates %s on the verifier's search path, where it would stand in for the tooling's %q", c.Path, n)}
+		}
+	}
+	if has(p.Listed, dir) {
+		if n, ok := importName(base); ok && has(p.Names, n) {
+			return Decision{Violation: fmt.Sprintf("creates %s in %s, a directory the grader lists to find modules or commands by name, where it would stand in for the tooling's %q", c.Path, dir, n)}
 		}
 	}
 	// Package metadata in a site directory declares entry points, which
@@ -276,6 +290,27 @@ func stem(name string) string {
 		return name[:i+min(1, len(name))]
 	}
 	return name
+}
+
+// importName is the module or command a directory entry provides to a
+// runtime that finds names in its directory: NAME (a package, a namespace
+// directory or a command), NAME.py, NAME.pyc, NAME[.TAG].so; false for
+// other files (data a test reads, "json.txt").
+func importName(base string) (string, bool) {
+	if base == "" || base == "__pycache__" {
+		return "", false
+	}
+	n, ext, ok := strings.Cut(base, ".")
+	if !ok {
+		return base, true
+	}
+	if n == "" {
+		return "", false
+	}
+	if ext == "py" || ext == "pyc" || ext == "so" || strings.HasSuffix(ext, ".so") {
+		return n, true
+	}
+	return "", false
 }
 
 // under reports whether p is base or beneath it.

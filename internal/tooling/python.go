@@ -53,7 +53,10 @@ func Queries(accesses []Access, env Heads) ([]Query, error) {
 		var q Query
 		switch {
 		case pythonName.MatchString(path.Base(r.final)):
-			q = fromArgs(r.final, a.Argv[1:], a)
+			// Asked as it was run, by the path run: a virtual environment's
+			// interpreter is a symlink to the system's, and Python finds
+			// its environment from the path it was started by.
+			q = fromArgs(path.Clean(a.Path), a.Argv[1:], a)
 		default:
 			interp, args, ok := shebang(env, r.final, a.Env)
 			if !ok {
@@ -66,7 +69,7 @@ func Queries(accesses []Access, env Heads) ([]Query, error) {
 			if ir.missing != "" || !pythonName.MatchString(path.Base(ir.final)) {
 				continue
 			}
-			q = fromArgs(ir.final, append(args, a.Path), a)
+			q = fromArgs(path.Clean(interp), append(args, a.Path), a)
 		}
 		if q.Path0 != "" && !strings.HasPrefix(q.Path0, "/") {
 			continue
@@ -206,7 +209,19 @@ except Exception:
 p = sysconfig.get_paths()
 sp = sys.path[1:] if sys.path and sys.path[0] == "" else sys.path
 cwd = os.getcwd()
-mods = set(getattr(sys, "stdlib_module_names", ())) | set(sys.builtin_module_names)
+std = set(getattr(sys, "stdlib_module_names", ()))
+mods = std | set(sys.builtin_module_names)
+absent = []
+try:
+    import importlib.util
+    for n in sorted(std - set(sys.builtin_module_names)):
+        try:
+            if importlib.util.find_spec(n) is None:
+                absent.append(n)
+        except Exception:
+            pass
+except Exception:
+    pass
 try:
     for m in pkgutil.iter_modules():
         d = getattr(m.module_finder, "path", "")
@@ -214,7 +229,7 @@ try:
             mods.add(m.name)
 except Exception:
     pass
-print("` + answerMark + `" + sys.argv[1] + " " + json.dumps({"modules": sorted(mods), "path": sp, "sites": s + u + [p.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")] + [sys.prefix, sys.base_prefix]}))
+print("` + answerMark + `" + sys.argv[1] + " " + json.dumps({"modules": sorted(mods), "absent": absent, "path": sp, "sites": s + u + [p.get(k, "") for k in ("stdlib", "platstdlib", "purelib", "platlib")] + [sys.prefix, sys.base_prefix]}))
 `
 
 // Script returns a shell script that asks every query, one answer line
@@ -258,13 +273,14 @@ func ParseAnswers(qs []Query, out []byte) ([]Interpreter, error) {
 		}
 		var a struct {
 			Modules []string `json:"modules"`
+			Absent  []string `json:"absent"`
 			Path    []string `json:"path"`
 			Sites   []string `json:"sites"`
 		}
 		if err := json.Unmarshal([]byte(js), &a); err != nil {
 			return nil, fmt.Errorf("the answer of %s: %w", qs[i].Exe, err)
 		}
-		it := &Interpreter{Exe: qs[i].Exe, Cwd: qs[i].Cwd, modules: a.Modules}
+		it := &Interpreter{Exe: qs[i].Exe, Cwd: qs[i].Cwd, modules: a.Modules, absent: a.Absent}
 		if qs[i].Path0 != "" {
 			it.Path = append(it.Path, qs[i].Path0)
 		}

@@ -76,6 +76,7 @@ func pytestRun() (fakeEnv, []Access) {
 		{Op: "open", Path: "/app/.pytest_cache/v/cache/nodeids", Write: true},
 		{Op: "exec", Path: "/opt/verifier/check.sh", Env: pathEnv, Argv: []string{"check.sh"}, Cwd: "/app"},
 		{Op: "open", Path: "/opt/verifier/expected.json"},
+		{Op: "open", Path: "/app/lib", Dir: true}, // sys.path.insert(0, "/app/lib") at run time, not there
 		{Op: "open", Path: "/proc/self/status"},
 		{Op: "open", Path: "/logs/verifier/reward.txt", Write: true},
 	}
@@ -89,11 +90,11 @@ func learnT(t *testing.T) *Profile {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(qs) != 1 || qs[0].Exe != "/usr/bin/python3.11" || qs[0].Path0 != "/app" {
-		t.Fatalf("queries %+v: want python3.11 with /app first", qs)
+	if len(qs) != 1 || qs[0].Exe != "/usr/bin/python3" || qs[0].Path0 != "/app" {
+		t.Fatalf("queries %+v: want /usr/bin/python3 (as run) with /app first", qs)
 	}
 	p, err := Learn(Input{Accesses: acc, Env: env, CodeRoots: []string{"/app"}, Harness: []string{"/tests", "/logs"},
-		Interpreters: []Interpreter{{Exe: "/usr/bin/python3.11", Cwd: "/app",
+		Interpreters: []Interpreter{{Exe: "/usr/bin/python3", Cwd: "/app", absent: []string{"msvcrt", "nt"},
 			Path:  []string{"/app", "/usr/lib/python3.11", "/usr/lib/python3/dist-packages"},
 			Sites: []string{"/root/.local/lib/python3.11/site-packages", "/usr/lib/python3.11", "/usr/lib/python3/dist-packages"}}}})
 	if err != nil {
@@ -130,6 +131,11 @@ func TestLearnAndCheck(t *testing.T) {
 		{Change{Path: "/usr/lib/python3/dist-packages/mylib", New: true}, false, false}, // a module the solution imports
 		{Change{Path: "/app/.pytest_cache/v/cache/nodeids", New: true}, false, true},
 		{Change{Path: "/app/README.md"}, false, false},
+		{Change{Path: "/app/msvcrt.py", New: true}, true, false},      // another platform's module, tried without a trace
+		{Change{Path: "/app/lib/pytest", New: true}, true, false},     // a directory the grader tried to list
+		{Change{Path: "/app/lib/helper.py", New: true}, false, false}, // the agent's own module there
+		{Change{Path: "/app/lib/json.txt", New: true}, false, false},  // data named like a module is not one
+		{Change{Path: "/app/lib/_pytest.cpython-311-x86_64-linux-gnu.so", New: true}, true, false},
 	} {
 		d := p.Check(c.change)
 		if (d.Violation != "") != c.violation || (d.LeftOut != "") != c.leftOut {
@@ -217,8 +223,15 @@ func TestPythonCommandLines(t *testing.T) {
 			t.Errorf("%v: path0 %q flags %v, want %q %q", c.argv, qs[0].Path0, qs[0].Flags, c.path0, c.flags)
 		}
 	}
+	// A virtual environment's interpreter is asked by the path it was run
+	// as, not the system's it links to: Python finds its environment so.
+	env.add("/opt/venv/bin/python3", Symlink, "/usr/bin/python3")
+	qs, err := Queries([]Access{{Op: "exec", Path: "/opt/venv/bin/python3", Argv: []string{"python3", "/opt/verifier/run.py"}, Cwd: "/app"}}, env)
+	if err != nil || len(qs) != 1 || qs[0].Exe != "/opt/venv/bin/python3" || qs[0].Path0 != "/opt/verifier" {
+		t.Errorf("venv interpreter: %+v %v", qs, err)
+	}
 	// A console script: the interpreter from its #! line, its own directory first.
-	qs, err := Queries([]Access{{Op: "exec", Path: "/usr/bin/pytest", Argv: []string{"pytest"}, Cwd: "/app"}}, env)
+	qs, err = Queries([]Access{{Op: "exec", Path: "/usr/bin/pytest", Argv: []string{"pytest"}, Cwd: "/app"}}, env)
 	if err != nil || len(qs) != 1 || qs[0].Exe != "/usr/bin/python3" || qs[0].Path0 != "/usr/bin" {
 		t.Errorf("console script: %+v %v", qs, err)
 	}

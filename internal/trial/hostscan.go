@@ -2,6 +2,8 @@ package trial
 
 import (
 	"bufio"
+	"crypto/sha256"
+	"encoding/binary"
 	"encoding/gob"
 	"errors"
 	"fmt"
@@ -48,6 +50,17 @@ type hostScan struct {
 	old     map[string]scanEntry
 	now     []scanEntry // in walk order
 	changed bool        // a directory was read again
+	// oldID is the cache's identity of the scan it holds (see identity),
+	// nil when it had none.
+	oldID []byte
+	id    []byte // identity's answer, once asked
+}
+
+// scanFile is the scan cache's content: the scan in walk order and its
+// identity, written together so that one never goes with another's.
+type scanFile struct {
+	ID   []byte
+	List []scanEntry
 }
 
 // scanHost walks dirs and returns the scan (to be saved by the caller) and
@@ -55,12 +68,16 @@ type hostScan struct {
 func scanHost(dirs []string, cacheFile string) (*hostScan, []string, error) {
 	s := &hostScan{old: map[string]scanEntry{}}
 	if f, err := os.Open(cacheFile); err == nil {
-		// A list in walk order decodes much faster than a map.
-		var list []scanEntry
-		if derr := gob.NewDecoder(bufio.NewReaderSize(f, 1<<20)).Decode(&list); derr == nil {
-			s.old = make(map[string]scanEntry, len(list))
-			for _, e := range list {
+		// A list in walk order decodes much faster than a map. A cache
+		// that does not decode (damaged, or an older format) is read again.
+		var sf scanFile
+		if derr := gob.NewDecoder(bufio.NewReaderSize(f, 1<<20)).Decode(&sf); derr == nil {
+			s.old = make(map[string]scanEntry, len(sf.List))
+			for _, e := range sf.List {
 				s.old[e.Path] = e
+			}
+			if len(sf.ID) == sha256.Size {
+				s.oldID = sf.ID
 			}
 		}
 		f.Close()
@@ -210,6 +227,33 @@ func readScanEntry(dir string, st *unix.Stat_t) (scanEntry, error) {
 	return e, nil
 }
 
+// identity is the SHA-256 of the scanned directories' paths, identities
+// and times, in walk order: every entry added, removed or renamed in one of
+// them changes it. When no directory changed since the cache was written,
+// it is the cache's, without hashing the scan again.
+func (s *hostScan) identity() []byte {
+	if s.id != nil {
+		return s.id
+	}
+	if !s.changed && len(s.now) == len(s.old) && s.oldID != nil {
+		s.id = s.oldID
+		return s.id
+	}
+	h := sha256.New()
+	var buf [32]byte
+	for _, e := range s.now {
+		h.Write([]byte(e.Path))
+		binary.LittleEndian.PutUint64(buf[0:], e.Dev)
+		binary.LittleEndian.PutUint64(buf[8:], e.Ino)
+		binary.LittleEndian.PutUint64(buf[16:], uint64(e.MtimeNS))
+		binary.LittleEndian.PutUint64(buf[24:], uint64(e.CtimeNS))
+		h.Write([]byte{0})
+		h.Write(buf[:])
+	}
+	s.id = h.Sum(nil)
+	return s.id
+}
+
 func (s *hostScan) save(cacheFile string) error {
 	if err := os.MkdirAll(filepath.Dir(cacheFile), 0o700); err != nil {
 		return fmt.Errorf("writing the host scan cache: %w", err)
@@ -220,7 +264,7 @@ func (s *hostScan) save(cacheFile string) error {
 	}
 	defer os.Remove(tmp.Name())
 	w := bufio.NewWriterSize(tmp, 1<<20)
-	if err := gob.NewEncoder(w).Encode(s.now); err != nil {
+	if err := gob.NewEncoder(w).Encode(scanFile{ID: s.identity(), List: s.now}); err != nil {
 		tmp.Close()
 		return fmt.Errorf("writing the host scan cache: %w", err)
 	}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -42,7 +41,7 @@ type ToolingRef struct {
 
 // toolingSchemaKey is in the cache key: bump it whenever what Learn
 // makes of the same run changes, or trials get profiles learned by old rules.
-const toolingSchemaKey = tooling.Schema + "+learn-6"
+const toolingSchemaKey = tooling.Schema + "+learn-7"
 
 // learning collects what the traced grader of a learning run saw.
 type learning struct {
@@ -57,7 +56,7 @@ func (lr *learning) record(a seccomp.FileAccess) {
 		return
 	}
 	lr.mu.Lock()
-	lr.accesses = append(lr.accesses, tooling.Access{Op: a.Op, Path: a.Path, Write: a.Write, Argv: a.Argv, Env: a.Env, Cwd: a.Cwd})
+	lr.accesses = append(lr.accesses, tooling.Access{Op: a.Op, Path: a.Path, Write: a.Write, Dir: a.Dir, Argv: a.Argv, Env: a.Env, Cwd: a.Cwd})
 	lr.mu.Unlock()
 }
 
@@ -72,18 +71,9 @@ func (r *runner) toolingKey() string {
 	fmt.Fprintf(h, "%s\n%s\n%s\n", toolingSchemaKey, r.inputs.task, env)
 	if r.hostScan != nil {
 		// The host view by its directories' identities and times, which
-		// every added, removed or renamed entry changes: fixed fields, no
-		// formatting, and nothing the environment digest fills in later.
-		var buf [32]byte
-		for _, e := range r.hostScan.now {
-			h.Write([]byte(e.Path))
-			binary.LittleEndian.PutUint64(buf[0:], e.Dev)
-			binary.LittleEndian.PutUint64(buf[8:], e.Ino)
-			binary.LittleEndian.PutUint64(buf[16:], uint64(e.MtimeNS))
-			binary.LittleEndian.PutUint64(buf[24:], uint64(e.CtimeNS))
-			h.Write([]byte{0})
-			h.Write(buf[:])
-		}
+		// every added, removed or renamed entry changes; nothing the
+		// environment digest fills in later.
+		h.Write(r.hostScan.identity())
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
