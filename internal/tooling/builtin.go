@@ -2,6 +2,7 @@ package tooling
 
 import (
 	"path"
+	"slices"
 	"strings"
 )
 
@@ -68,7 +69,65 @@ func Builtin(reason string, env Env, codeRoots, dirs []string, interps []Interpr
 		p.Stores = append(p.Stores, it.Sites...)
 		p.Names = append(p.Names, it.modules...)
 		p.Names = append(p.Names, it.absent...)
+		// What the interpreter's start-up and standard library try to
+		// import, found or not (copy.py's org, a distribution's
+		// sitecustomize importing apport_python_hook).
+		im, lazy := startupImports(env, it, codeRoots)
+		p.Names = append(p.Names, im...)
+		p.LazyNames = append(p.LazyNames, lazy...)
 	}
 	p.normalize()
 	return p, nil
+}
+
+// Lister is a Reader that can also list a pristine directory.
+type Lister interface {
+	Reader
+	ReadDir(p string) ([]string, error)
+}
+
+// startupImports are the modules an interpreter's standard library (its
+// top-level modules) and its start-up hooks on its path import: at load,
+// and in functions. Nothing when env cannot read.
+func startupImports(env Env, it Interpreter, codeRoots []string) (module, lazy []string) {
+	ls, ok := env.(Lister)
+	if !ok {
+		return nil, nil
+	}
+	var files []string
+	for _, d := range append(slices.Clone(it.Path), it.Sites...) {
+		if slices.ContainsFunc(codeRoots, func(c string) bool { return under(d, c) }) {
+			continue // the code under test's imports are its own
+		}
+		for _, hook := range []string{"sitecustomize.py", "usercustomize.py"} {
+			files = append(files, path.Join(d, hook))
+		}
+		if !strings.Contains(d, "-packages") && !strings.HasSuffix(d, ".zip") {
+			// The standard library: every top-level module.
+			names, err := ls.ReadDir(d)
+			if err != nil {
+				continue
+			}
+			for _, n := range names {
+				if strings.HasSuffix(n, ".py") {
+					files = append(files, path.Join(d, n))
+				}
+			}
+		}
+	}
+	slices.Sort(files)
+	for _, f := range slices.Compact(files) {
+		r, err := resolve(env, f)
+		if err != nil || r.missing != "" || r.kind != File {
+			continue
+		}
+		src, err := ls.Read(r.final, maxSource)
+		if err != nil {
+			continue
+		}
+		im := ImportsOf(src)
+		module = append(module, im.Module...)
+		lazy = append(lazy, im.Lazy...)
+	}
+	return module, lazy
 }

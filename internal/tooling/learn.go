@@ -2,6 +2,7 @@ package tooling
 
 import (
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 )
@@ -65,6 +66,13 @@ type resolved struct {
 }
 
 const maxHops = 40
+
+// Resolve follows p through env's symlinks, as the kernel would, and
+// returns where it leads (a path that may not exist).
+func Resolve(env Env, p string) (string, error) {
+	r, err := resolve(env, p)
+	return r.final, err
+}
 
 // resolve follows p through env's symlinks, as the kernel would.
 func resolve(env Env, p string) (resolved, error) {
@@ -172,6 +180,13 @@ func Learn(in Input) (*Profile, error) {
 		if a.Op == "exec" {
 			if r.missing == "" {
 				execd[r.final] = true
+			}
+			// A script given to an interpreter is a program the grader
+			// runs as much as one it execs (python3 check.py, bash run.sh).
+			if sp := scriptArg(path.Base(r.final), a); sp != "" {
+				if sr, err := resolve(in.Env, sp); err == nil && sr.missing == "" && sr.kind == File {
+					execd[sr.final] = true
+				}
 			}
 			commands[path.Base(a.Path)] = true
 			for _, kv := range a.Env {
@@ -357,14 +372,42 @@ func Learn(in Input) (*Profile, error) {
 			}
 		}
 	}
-	// What the code under test provides is not the tooling's name.
+	// Modules the tooling's own sources import, found or not (see
+	// ImportsOf): a name tried and not found leaves no system call.
+	lazy := map[string]bool{}
+	if rd, ok := in.Env.(Reader); ok {
+		for _, f := range p.Files {
+			if !strings.HasSuffix(f, ".py") {
+				continue
+			}
+			src, err := rd.Read(f, maxSource)
+			if err != nil {
+				continue // gone, or not a regular file: nothing to read
+			}
+			im := ImportsOf(src)
+			for _, n := range im.Module {
+				names[n] = true
+			}
+			for _, n := range im.Lazy {
+				lazy[n] = true
+			}
+		}
+	}
+	// What the code under test provides is not the tooling's name: a
+	// module or package of its own (a data file named like a module,
+	// base64.txt, provides nothing).
 	for q := range reads {
 		if tooling(q) {
 			continue
 		}
 		if e := longestEntry(pyPath, q); e != "" {
-			first, _, _ := strings.Cut(strings.TrimPrefix(q, strings.TrimSuffix(e, "/")+"/"), "/")
-			delete(names, stem(first))
+			first, rest, _ := strings.Cut(strings.TrimPrefix(q, strings.TrimSuffix(e, "/")+"/"), "/")
+			n, ok := importName(first)
+			if !ok || rest == "" && !strings.Contains(first, ".") {
+				continue // a file without a suffix is no module
+			}
+			delete(names, n)
+			delete(lazy, n)
 		}
 	}
 	// Standard-library modules this platform lacks: runtimes try them
@@ -376,12 +419,52 @@ func Learn(in Input) (*Profile, error) {
 		}
 	}
 	p.Names = keys(names)
+	for n := range names {
+		delete(lazy, n)
+	}
+	p.LazyNames = keys(lazy)
 	p.SearchDirs = keys(searchDirs)
 	p.Made = madeList
 	p.Configs = keys(configs)
 	p.Stores = storeList
 	p.normalize()
 	return p, nil
+}
+
+// interpreters whose first operand is a script they run.
+var scriptInterpreters = regexp.MustCompile(`^(?:(?:ba|da|z|k|a)?sh|node|nodejs|perl|ruby|php|Rscript|tclsh|lua)[0-9.]*$`)
+
+// scriptArg returns the script an interpreter's command line runs (made
+// absolute against its directory), or "".
+func scriptArg(interp string, a Access) string {
+	var script string
+	switch {
+	case pythonName.MatchString(interp):
+		_, script = parsePython(interp, a.Argv[min(1, len(a.Argv)):], a)
+		return script
+	case scriptInterpreters.MatchString(interp):
+		for i := 1; i < len(a.Argv); i++ {
+			arg := a.Argv[i]
+			if arg == "-c" || arg == "-e" || arg == "--eval" || arg == "-p" {
+				return "" // a command line, not a file
+			}
+			if !strings.HasPrefix(arg, "-") {
+				script = arg
+				break
+			}
+		}
+	}
+	if script == "" {
+		return ""
+	}
+	return abs(script, a.Cwd)
+}
+
+func abs(p, cwd string) string {
+	if path.IsAbs(p) {
+		return path.Clean(p)
+	}
+	return path.Join(cwd, p)
 }
 
 // configName reports names that can be configuration found by an

@@ -60,6 +60,11 @@ type Profile struct {
 	// of them would be found before the verifier's own, or instead of it.
 	SearchDirs []string `json:"search_dirs"`
 	Names      []string `json:"names"`
+	// LazyNames are modules the tooling's sources import only inside
+	// functions: tried when that code runs, which a failing test may do
+	// where the oracle's passing one did not. A new one in the code
+	// under test's import directories would stand in for it.
+	LazyNames []string `json:"lazy_names"`
 	// Listed are directories of the code under test the grader listed or
 	// tried to list (and that no interpreter named on its path at start):
 	// a runtime may put them on its path as it runs, so a new module or
@@ -157,7 +162,7 @@ func Parse(name string, b []byte) (*Profile, error) {
 
 // normalize sorts and deduplicates every list, and makes nil lists empty.
 func (p *Profile) normalize() {
-	for _, l := range []*[]string{&p.Files, &p.Probed, &p.Scanned, &p.SearchDirs, &p.Names, &p.Listed, &p.Made, &p.CodeRoots, &p.Configs, &p.Stores} {
+	for _, l := range []*[]string{&p.Files, &p.Probed, &p.Scanned, &p.SearchDirs, &p.Names, &p.LazyNames, &p.Listed, &p.Made, &p.CodeRoots, &p.Configs, &p.Stores} {
 		slices.Sort(*l)
 		*l = slices.Compact(*l)
 		if *l == nil {
@@ -174,9 +179,17 @@ type Change struct {
 	Path string
 	// New: nothing was at Path in the pristine environment.
 	New bool
-	// Removes: a deletion, or a directory that replaces the pristine one
-	// (opaque), so that what the pristine directory held is gone.
+	// Removes: a deletion, or an entry that replaces a pristine directory
+	// (an opaque directory, a file or a symlink), so that what the
+	// pristine directory held is gone.
 	Removes bool
+	// Symlink: the change makes Path a symbolic link.
+	Symlink bool
+	// Dir: the change makes Path a directory.
+	Dir bool
+	// Content reads the new file (package metadata is judged by what it
+	// declares); nil when it cannot be read, which is judged the worst.
+	Content func() ([]byte, error)
 }
 
 // Decision is Check's answer.
@@ -199,6 +212,20 @@ func (p *Profile) Check(c Change) Decision {
 			return Decision{Violation: "takes away " + f + ", part of the verifier's tooling, with its directory"}
 		}
 	}
+	dir, base := path.Split(c.Path)
+	dir = path.Clean(dir)
+	if c.Symlink {
+		// A link is judged by where it leads, which a path-by-path check
+		// cannot follow: none may stand on the way to the tooling (a
+		// linked /root/.local holding a user site, a linked source
+		// directory on PYTHONPATH).
+		if on := p.onTheWay(c.Path); on != "" {
+			return Decision{Violation: "makes " + c.Path + " a symbolic link on the way to " + on + ", which the verifier's tooling uses"}
+		}
+		if isMetadataDir(base) && p.importDir(dir) {
+			return Decision{Violation: "makes " + c.Path + " a symbolic link to package metadata on the verifier's import path"}
+		}
+	}
 	if !c.New {
 		return Decision{}
 	}
@@ -207,25 +234,27 @@ func (p *Profile) Check(c Change) Decision {
 	if has(p.Probed, c.Path) && !p.pythonDir(c.Path) {
 		return Decision{Violation: "creates " + c.Path + ", which the verifier's tooling looks for"}
 	}
-	dir, base := path.Split(c.Path)
-	dir = path.Clean(dir)
 	if has(p.Scanned, dir) {
 		return Decision{Violation: "creates " + c.Path + " in " + dir + ", a directory the verifier's tooling lists"}
 	}
-	if p.OnSearchPath(dir) {
-		if n := stem(base); has(p.Names, n) {
-			return Decision{Violation: fmt.Sprintf("creates %s on the verifier's search path, where it would stand in for the tooling's %q", c.Path, n)}
+	if n, ok := importName(base); ok && !c.Dir {
+		if d, ok := p.shadows(dir, n); ok {
+			return Decision{Violation: fmt.Sprintf("creates %s on the verifier's search path, where it would stand in for the tooling's %q%s", c.Path, n, d)}
 		}
-	}
-	if has(p.Listed, dir) {
-		if n, ok := importName(base); ok && has(p.Names, n) {
-			return Decision{Violation: fmt.Sprintf("creates %s in %s, a directory the grader lists to find modules or commands by name, where it would stand in for the tooling's %q", c.Path, dir, n)}
+		// A module in a new directory named for the tooling's package
+		// (a package or a namespace portion of the same name).
+		if pkg := path.Base(dir); pkg != "/" && pkg != "." {
+			if d, ok := p.shadows(path.Dir(dir), pkg); ok {
+				return Decision{Violation: fmt.Sprintf("creates %s, a package on the verifier's search path standing in for the tooling's %q%s", c.Path, pkg, d)}
+			}
 		}
 	}
 	// Package metadata in a site directory declares entry points, which
 	// runners load as plugins (pytest11) without being asked.
-	if base == "entry_points.txt" && (strings.HasSuffix(dir, ".dist-info") || strings.HasSuffix(dir, ".egg-info")) && p.OnSearchPath(path.Dir(dir)) {
-		return Decision{Violation: "creates " + c.Path + ", entry points the verifier's tooling would load as plugins"}
+	if strings.EqualFold(base, "entry_points.txt") && isMetadataDir(path.Base(dir)) && p.importDir(path.Dir(dir)) {
+		if why := pluginEntryPoints(c.Content); why != "" {
+			return Decision{Violation: "creates " + c.Path + ", entry points the verifier's tooling would load (" + why + ")"}
+		}
 	}
 	// A directory on the way to a path the tooling looks for is judged
 	// with what the agent put beneath it, never left out whole.
@@ -233,6 +262,85 @@ func (p *Profile) Check(c Change) Decision {
 		return Decision{LeftOut: "in " + m + ", which the verifier makes for itself"}
 	}
 	return Decision{}
+}
+
+// shadows reports whether a new module or command name in dir would be
+// found by the tooling, with a note for the violation. The names the
+// tooling resolved or tries at load count on every import and executable
+// path; those it imports only in functions, in the code under test's
+// directories.
+func (p *Profile) shadows(dir, name string) (string, bool) {
+	switch {
+	case !p.importDir(dir):
+		return "", false
+	case has(p.Names, name):
+		return "", true
+	case has(p.LazyNames, name) && p.inCode(dir):
+		return " (imported by the tooling when it needs it)", true
+	}
+	return "", false
+}
+
+// importDir reports a directory where a runtime finds modules or commands
+// by name: on an import or executable path, a store, or listed by the
+// grader in the code under test.
+func (p *Profile) importDir(dir string) bool {
+	return p.OnSearchPath(dir) || has(p.Listed, dir)
+}
+
+func (p *Profile) inCode(dir string) bool {
+	for _, c := range p.CodeRoots {
+		if under(dir, c) {
+			return true
+		}
+	}
+	return false
+}
+
+// onTheWay returns a path the tooling uses at or beneath q, or "".
+func (p *Profile) onTheWay(q string) string {
+	for _, list := range [][]string{p.Files, p.Probed, p.SearchDirs, p.Stores, p.Listed, p.Scanned} {
+		if has(list, q) {
+			return q
+		}
+		if f := firstBeneath(list, q); f != "" {
+			return f
+		}
+	}
+	return ""
+}
+
+// isMetadataDir reports a Python distribution's metadata directory, as
+// importlib.metadata finds them (case-insensitively).
+func isMetadataDir(name string) bool {
+	l := strings.ToLower(name)
+	return strings.HasSuffix(l, ".dist-info") || strings.HasSuffix(l, ".egg-info")
+}
+
+// pluginEntryPoints says which groups of an entry_points.txt a runner
+// could load as plugins ("" when it declares only commands).
+func pluginEntryPoints(content func() ([]byte, error)) string {
+	if content == nil {
+		return "its content could not be read"
+	}
+	b, err := content()
+	if err != nil {
+		return "its content could not be read: " + err.Error()
+	}
+	var groups []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if strings.HasPrefix(line, "[") && strings.HasSuffix(line, "]") {
+			g := strings.TrimSpace(line[1 : len(line)-1])
+			if g != "console_scripts" && g != "gui_scripts" {
+				groups = append(groups, g)
+			}
+		}
+	}
+	if len(groups) == 0 {
+		return ""
+	}
+	return "groups " + strings.Join(groups, ", ")
 }
 
 // OnSearchPath reports whether dir is on one of the grader's import or

@@ -91,6 +91,13 @@ func Queries(accesses []Access, env Heads) ([]Query, error) {
 
 // fromArgs reads a Python command line (after the interpreter).
 func fromArgs(exe string, args []string, a Access) Query {
+	q, _ := parsePython(exe, args, a)
+	return q
+}
+
+// parsePython reads a Python command line (after the interpreter): the
+// query, and the script it runs, absolute ("" for -m, -c or stdin).
+func parsePython(exe string, args []string, a Access) (Query, string) {
 	q := Query{Exe: exe, Env: a.Env, Cwd: a.Cwd}
 	safe := false
 	ignoreEnv := false
@@ -138,17 +145,19 @@ loop:
 	}
 	slices.Sort(q.Flags)
 	q.Flags = slices.Compact(q.Flags)
+	if mode == "script" {
+		script = abs(script, a.Cwd)
+	} else {
+		script = ""
+	}
 	switch {
 	case safe:
 	case mode == "script":
-		if !path.IsAbs(script) {
-			script = path.Join(a.Cwd, script)
-		}
-		q.Path0 = path.Dir(path.Clean(script))
+		q.Path0 = path.Dir(script)
 	default:
 		q.Path0 = a.Cwd
 	}
-	return q
+	return q, script
 }
 
 // shebang reads the interpreter of a script: "#!/usr/bin/python3 -u" or

@@ -136,6 +136,19 @@ func TestLearnAndCheck(t *testing.T) {
 		{Change{Path: "/app/lib/helper.py", New: true}, false, false}, // the agent's own module there
 		{Change{Path: "/app/lib/json.txt", New: true}, false, false},  // data named like a module is not one
 		{Change{Path: "/app/lib/_pytest.cpython-311-x86_64-linux-gnu.so", New: true}, true, false},
+		{Change{Path: "/app/numbers.txt", New: true}, false, false},           // data named like a module
+		{Change{Path: "/app/json", New: true, Dir: true}, false, false},       // a directory: judged by what it holds
+		{Change{Path: "/app/json/result.json", New: true}, false, false},      // ... data
+		{Change{Path: "/app/json/__init__.py", New: true}, true, false},       // ... a package standing in for json
+		{Change{Path: "/app/pytest.ini", New: true}, false, false},            // never looked for here
+		{Change{Path: "/root/.local", New: true, Symlink: true}, true, false}, // a link on the way to the user site
+		{Change{Path: "/app/data", New: true, Symlink: true}, false, false},   // a link nowhere near the tooling
+		{Change{Path: "/app/x-1.0.DIST-INFO", New: true, Symlink: true}, true, false},
+		{Change{Path: "/usr/lib/python3/dist-packages/evil-1.0.DIST-INFO/entry_points.txt", New: true}, true, false},
+		{Change{Path: "/usr/lib/python3/dist-packages/tool-1.0.dist-info/entry_points.txt", New: true,
+			Content: func() ([]byte, error) { return []byte("[console_scripts]\ntool = tool:main\n"), nil }}, false, false},
+		{Change{Path: "/usr/lib/python3/dist-packages/plug-1.0.dist-info/entry_points.txt", New: true,
+			Content: func() ([]byte, error) { return []byte("[console_scripts]\nt = t:m\n[pytest11]\np = p\n"), nil }}, true, false},
 	} {
 		d := p.Check(c.change)
 		if (d.Violation != "") != c.violation || (d.LeftOut != "") != c.leftOut {

@@ -59,6 +59,13 @@ type policy struct {
 	// tooling is the verifier's tooling: nothing the agent wrote may
 	// become part of it. nil in the run that learns it.
 	tooling *tooling.Profile
+	// content reads a file of the changeset (at most a few MiB); nil when
+	// the changeset's content is not at hand.
+	content func(p string) ([]byte, error)
+	// resolve follows a path through the environment as the grader would
+	// see it with the whole changeset applied; nil: links are not judged
+	// by where they lead.
+	resolve func(p string) (string, error)
 }
 
 // verdictOf is the policy's reading of a whole changeset.
@@ -157,6 +164,25 @@ func (p *policy) decide(e workspace.Entry) (decision, error) {
 		return decision{violation: &Violation{Kind: ViolationHarnessPath, Path: e.Path,
 			Detail: fmt.Sprintf("%s under %s, which only the harness writes", describe(e), h)}}, nil
 	}
+	if e.Kind == workspace.KindSymlink && p.resolve != nil {
+		// A link into the harness's paths would hand the grader what only
+		// the harness writes, or the hidden tests themselves (an answer
+		// file linked to /tests/expected_output.txt).
+		target := e.Link
+		if !path.IsAbs(target) {
+			target = path.Join(path.Dir(e.Path), target)
+		}
+		final, err := p.resolve(target)
+		if err != nil {
+			return decision{}, fmt.Errorf("following the link %q: %w", e.Path, err)
+		}
+		for _, h := range harnessPaths {
+			if under(final, h) && !under(final, agentLogs) {
+				return decision{violation: &Violation{Kind: ViolationHarnessPath, Path: e.Path,
+					Detail: fmt.Sprintf("%s, which leads to %s, under %s, which only the harness writes", describe(e), final, h)}}, nil
+			}
+		}
+	}
 	if isBytecode(e.Path) {
 		// A cache is never the agent's work, and a planted one could stand
 		// in for a source file the grader imports.
@@ -197,8 +223,14 @@ func (p *policy) decide(e workspace.Entry) (decision, error) {
 		if err != nil {
 			return decision{}, fmt.Errorf("checking %q against the pristine environment: %w", e.Path, err)
 		}
-		d := p.tooling.Check(tooling.Change{Path: e.Path, New: kind == pristineAbsent,
-			Removes: e.Kind == workspace.KindWhiteout || (e.Kind == workspace.KindDir && e.Opaque)})
+		c := tooling.Change{Path: e.Path, New: kind == pristineAbsent,
+			Removes: e.Kind == workspace.KindWhiteout || (e.Kind == workspace.KindDir && e.Opaque) ||
+				(e.Kind != workspace.KindDir && kind == pristineDir),
+			Symlink: e.Kind == workspace.KindSymlink, Dir: e.Kind == workspace.KindDir}
+		if e.Kind == workspace.KindFile && p.content != nil {
+			c.Content = func() ([]byte, error) { return p.content(e.Path) }
+		}
+		d := p.tooling.Check(c)
 		if d.Violation != "" {
 			return decision{violation: &Violation{Kind: ViolationTooling, Path: e.Path,
 				Detail: fmt.Sprintf("%s that %s: left out", describe(e), d.Violation)}}, nil

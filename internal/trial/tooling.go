@@ -5,7 +5,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -41,7 +40,7 @@ type ToolingRef struct {
 
 // toolingSchemaKey is in the cache key: bump it whenever what Learn
 // makes of the same run changes, or trials get profiles learned by old rules.
-const toolingSchemaKey = tooling.Schema + "+learn-7"
+const toolingSchemaKey = tooling.Schema + "+learn-8"
 
 // learning collects what the traced grader of a learning run saw.
 type learning struct {
@@ -340,29 +339,76 @@ func (e *layoutEnv) Lstat(p string) (tooling.Kind, string, error) {
 
 // Head reads the first bytes of a pristine file (a script's "#!" line).
 func (e *layoutEnv) Head(p string) ([]byte, error) {
+	return e.readLower(p, 256, false)
+}
+
+// Read reads a pristine file whole, up to max bytes (the sources of the
+// tooling's modules, for what they import).
+func (e *layoutEnv) Read(p string, max int) ([]byte, error) {
+	return e.readLower(p, max, true)
+}
+
+// ReadDir lists a pristine directory (never through a symlink).
+func (e *layoutEnv) ReadDir(p string) ([]string, error) {
+	f, err := e.openLower(p, unix.O_DIRECTORY)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return f.Readdirnames(100000)
+}
+
+// openLower opens p in the lower of its layer, read-only with flags,
+// never through a symlink and never out of the layer.
+func (e *layoutEnv) openLower(p string, flags uint64) (*os.File, error) {
 	ly := e.l.layerFor(p)
 	if ly == nil {
 		return nil, os.ErrNotExist
 	}
 	rel := strings.TrimPrefix(strings.TrimPrefix(p, ly.dst), "/")
+	if rel == "" {
+		rel = "."
+	}
 	dfd, err := unix.Open(ly.lower, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer unix.Close(dfd)
 	fd, err := unix.Openat2(dfd, rel, &unix.OpenHow{
-		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_NONBLOCK | unix.O_CLOEXEC,
+		Flags:   unix.O_RDONLY | unix.O_NOFOLLOW | unix.O_CLOEXEC | flags,
 		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS,
 	})
 	if err != nil {
 		return nil, err
 	}
-	f := os.NewFile(uintptr(fd), p)
-	defer f.Close()
-	b := make([]byte, 256)
-	n, err := f.Read(b)
-	if err != nil && !errors.Is(err, io.EOF) {
+	return os.NewFile(uintptr(fd), p), nil
+}
+
+// readLower reads at most max bytes of a regular pristine file, never
+// following a symlink (resolve first); whole asks for all of it, more
+// than max being an error.
+func (e *layoutEnv) readLower(p string, max int, whole bool) ([]byte, error) {
+	f, err := e.openLower(p, unix.O_NONBLOCK)
+	if err != nil {
 		return nil, err
 	}
-	return b[:n], nil
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s: not a regular file", p)
+	}
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		if whole {
+			return nil, fmt.Errorf("%s: more than %d bytes", p, max)
+		}
+		b = b[:max]
+	}
+	return b, nil
 }

@@ -351,10 +351,16 @@ func (r *runner) run(ctx context.Context) error {
 
 // judge applies the task's policy to the changeset, with l's lowers as the
 // pristine environment, and records what it decided.
-func (r *runner) judge(l *layout, cs *workspace.Changeset) (map[string]bool, error) {
+func (r *runner) judge(l *layout, cs *workspace.Changeset, archivePath string) (map[string]bool, error) {
 	t := r.o.Task
+	view := &layoutEnv{l: l, changes: make(map[string]workspace.Entry, len(cs.Entries))}
+	for _, e := range cs.Entries {
+		view.changes[e.Path] = e
+	}
 	pol := &policy{grading: t.Proctor.Grading, workdir: t.Environment.Workdir,
-		protected: t.Proctor.Protected, pristine: l.pristine, pristineDescendants: l.pristineDescendants, tooling: r.tooling}
+		protected: t.Proctor.Protected, pristine: l.pristine, pristineDescendants: l.pristineDescendants, tooling: r.tooling,
+		content: func(p string) ([]byte, error) { return archiveFile(archivePath, cs, p, 4<<20) },
+		resolve: func(p string) (string, error) { return tooling.Resolve(view, p) }}
 	judged, err := pol.judge(cs.Entries)
 	if err != nil {
 		return nil, err
@@ -651,7 +657,7 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	if err != nil {
 		return err
 	}
-	keep, err := r.judge(l, cs)
+	keep, err := r.judge(l, cs, archivePath)
 	if err != nil {
 		return err
 	}
@@ -738,15 +744,3 @@ const graderCommand = `if command -v bash >/dev/null 2>&1; then exec bash ` + Te
 
 // applyArchive writes the permitted entries of the archive into the uppers of
 // l; Apply checks the archive is still the one the agent phase produced.
-func applyArchive(path string, cs *workspace.Changeset, l *layout, keep map[string]bool) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return fmt.Errorf("reading the changeset: %w", err)
-	}
-	defer f.Close()
-	err = workspace.Apply(f, cs, l.workspaceLayers(), func(e workspace.Entry) bool { return keep[e.Path] }, sandbox.RootID(), sandbox.RootID())
-	if err != nil {
-		return fmt.Errorf("applying the changeset: %w", err)
-	}
-	return nil
-}
