@@ -190,6 +190,10 @@ type Change struct {
 	// Content reads the new file (package metadata is judged by what it
 	// declares); nil when it cannot be read, which is judged the worst.
 	Content func() ([]byte, error)
+	// Pristine reads the file Path held in the pristine environment (a
+	// project's configuration is judged by the runner's part of it); nil
+	// when it cannot be read.
+	Pristine func() ([]byte, error)
 }
 
 // Decision is Check's answer.
@@ -204,7 +208,7 @@ type Decision struct {
 
 // Check judges one change against the profile.
 func (p *Profile) Check(c Change) Decision {
-	if has(p.Files, c.Path) {
+	if has(p.Files, c.Path) && !p.projectEdit(c) {
 		return Decision{Violation: "changes " + c.Path + ", part of the verifier's tooling (the grader reads or runs it)"}
 	}
 	if c.Removes {
@@ -262,6 +266,26 @@ func (p *Profile) Check(c Change) Decision {
 		return Decision{LeftOut: "in " + m + ", which the verifier makes for itself"}
 	}
 	return Decision{}
+}
+
+// projectEdit reports a change to a project's configuration file (found
+// by the runner's ancestor search) that leaves alike every part a runner
+// reads: a version bump in pyproject.toml is the agent's.
+func (p *Profile) projectEdit(c Change) bool {
+	base := path.Base(c.Path)
+	if _, ok := projectConfigs[base]; !ok || !has(p.Configs, base) || c.New || c.Removes || c.Symlink || c.Dir ||
+		c.Content == nil || c.Pristine == nil {
+		return false
+	}
+	old, err := c.Pristine()
+	if err != nil {
+		return false
+	}
+	new, err := c.Content()
+	if err != nil {
+		return false
+	}
+	return sameRunnerConfig(base, old, new)
 }
 
 // shadows reports whether a new module or command name in dir would be

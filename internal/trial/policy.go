@@ -62,6 +62,9 @@ type policy struct {
 	// content reads a file of the changeset (at most a few MiB); nil when
 	// the changeset's content is not at hand.
 	content func(p string) ([]byte, error)
+	// pristineContent reads a pristine file (at most a few MiB); nil when
+	// not at hand.
+	pristineContent func(p string) ([]byte, error)
 	// resolve follows a path through the environment as the grader would
 	// see it with the whole changeset applied; nil: links are not judged
 	// by where they lead.
@@ -229,6 +232,9 @@ func (p *policy) decide(e workspace.Entry) (decision, error) {
 			Symlink: e.Kind == workspace.KindSymlink, Dir: e.Kind == workspace.KindDir}
 		if e.Kind == workspace.KindFile && p.content != nil {
 			c.Content = func() ([]byte, error) { return p.content(e.Path) }
+		}
+		if kind == pristineOther && p.pristineContent != nil {
+			c.Pristine = func() ([]byte, error) { return p.pristineContent(e.Path) }
 		}
 		d := p.tooling.Check(c)
 		if d.Violation != "" {

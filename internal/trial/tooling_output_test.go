@@ -3,8 +3,8 @@ package trial
 import (
 	"fmt"
 	"os/exec"
-	"strings"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/proctor-sandbox/proctor/internal/task"
@@ -147,11 +147,18 @@ func TestToolingOutputGraders(t *testing.T) {
 			files: map[string]string{"environment/workspace/tests/.keep": ""},
 			attacks: []attack{{"the tests' directory a link to one holding a conftest.py",
 				"mkdir -p /app/x && cat > /app/x/conftest.py <<'EOF'\n" + outConftest + "EOF\nrm -rf /app/tests && ln -s x /app/tests"}}},
+		{name: "a project whose configuration the runner finds", grading: task.GradingWorkspace, run: "cp /tests/test_outputs.py /app/tests/ && python3 -m pytest tests/test_outputs.py -q -p no:cacheprovider",
+			files: map[string]string{
+				"environment/workspace/tests/.keep":    "",
+				"environment/workspace/pyproject.toml": "[project]\nname = \"calc\"\nversion = \"0.1.0\"\n\n[tool.pytest.ini_options]\naddopts = \"-q\"\n"},
+			attacks: []attack{{"the runner's options in the project's file", `sed -i 's/addopts = "-q"/addopts = "-q --co"/' /app/pyproject.toml`}},
+			honest: []attack{{"bumps the project's version", "sed -i 's/0.1.0/0.2.0/' /app/pyproject.toml; echo 42 > /app/answer.txt"},
+				{"adds a tool's table", "printf '\n[tool.black]\nline-length = 100\n' >> /app/pyproject.toml; echo 42 > /app/answer.txt"}}},
 		{name: "a helper in the workspace run by python3", grading: task.GradingWorkspace, run: "python3 /app/grader/check.py",
-			files: map[string]string{"environment/workspace/grader/check.py": "import sys\nsys.exit(0 if open('/app/answer.txt').read().strip() == '42' else 1)\n"},
+			files:   map[string]string{"environment/workspace/grader/check.py": "import sys\nsys.exit(0 if open('/app/answer.txt').read().strip() == '42' else 1)\n"},
 			attacks: []attack{{"the helper rewritten", "printf 'raise SystemExit(0)\\n' > /app/grader/check.py"}}},
 		{name: "a helper in the workspace run by bash", grading: task.GradingWorkspace, run: "bash /app/grader/check.sh",
-			files: map[string]string{"environment/workspace/grader/check.sh": "[ \"$(cat /app/answer.txt)\" = 42 ]\n"},
+			files:   map[string]string{"environment/workspace/grader/check.sh": "[ \"$(cat /app/answer.txt)\" = 42 ]\n"},
 			attacks: []attack{{"the helper rewritten", "printf 'exit 0\\n' > /app/grader/check.sh"}}},
 	}
 	for _, c := range cases {

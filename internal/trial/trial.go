@@ -360,6 +360,14 @@ func (r *runner) judge(l *layout, cs *workspace.Changeset, archivePath string) (
 	pol := &policy{grading: t.Proctor.Grading, workdir: t.Environment.Workdir,
 		protected: t.Proctor.Protected, pristine: l.pristine, pristineDescendants: l.pristineDescendants, tooling: r.tooling,
 		content: func(p string) ([]byte, error) { return archiveFile(archivePath, cs, p, 4<<20) },
+		pristineContent: func(p string) ([]byte, error) {
+			pv := &layoutEnv{l: l}
+			final, err := tooling.Resolve(pv, p)
+			if err != nil {
+				return nil, err
+			}
+			return pv.Read(final, 4<<20)
+		},
 		resolve: func(p string) (string, error) { return tooling.Resolve(view, p) }}
 	judged, err := pol.judge(cs.Entries)
 	if err != nil {
