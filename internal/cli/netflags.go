@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/proctor-sandbox/proctor/internal/gateway"
+	"github.com/proctor-sandbox/proctor/internal/netpolicy"
 	"github.com/proctor-sandbox/proctor/internal/trial"
 )
 
@@ -22,12 +23,16 @@ type netFlags struct {
 	gateways   []string
 	config     string
 	noAudit    bool
+	internet   bool
+	hostMap    []string
 }
 
 func (f *netFlags) register(c *cobra.Command) {
 	c.Flags().StringArrayVar(&f.allowHosts, "allow-host", nil, "let the agent reach HOST[:PORT] through the egress proxy (repeatable; *.example.com matches names below example.com; a loopback address or localhost is also served at that address inside)")
 	c.Flags().StringArrayVar(&f.gateways, "model-gateway", nil, "NAME=URL[,NAME=URL…]: serve a model gateway inside; the real key comes from the host's NAME_API_KEY, the agent gets NAME_BASE_URL and a dummy NAME_API_KEY (repeatable)")
-	c.Flags().StringVar(&f.config, "config", "", "a TOML file with allow_hosts = [...] and a [model_gateway] table (default $PROCTOR_CONFIG)")
+	c.Flags().StringVar(&f.config, "config", "", "a TOML file with allow_hosts = [...], internet = true|false and a [model_gateway] table (default $PROCTOR_CONFIG)")
+	c.Flags().StringArrayVar(&f.hostMap, "host-map", nil, "NAME=ADDR[:PORT]: the proxy dials ADDR for NAME, still deciding and recording on NAME, as curl --resolve does (a mirror, a server of the operator's; repeatable)")
+	c.Flags().BoolVar(&f.internet, "internet", false, "grant open egress through the proxy to tasks that ask for the internet (allow_internet = true), as Harbor does: every connection decided and recorded, private and metadata addresses refused, the trial marked open-network (without it such a task's agent gets the allow-list and its gateways only)")
 	c.Flags().BoolVar(&f.noAudit, "no-audit", false, "do not record the agent's attempts on hidden paths and its connects (recorded as off in the verdict; hiding and the network cut stay)")
 }
 
@@ -36,11 +41,14 @@ func (f *netFlags) register(c *cobra.Command) {
 type runConfig struct {
 	AllowHosts   []string          `toml:"allow_hosts"`
 	ModelGateway map[string]string `toml:"model_gateway"`
+	Internet     bool              `toml:"internet"`
+	HostMap      []string          `toml:"host_map"`
 }
 
 // resolved returns the hosts and gateway specs of the config file and the
-// flags together, the gateways checked.
-func (f *netFlags) resolved() (hosts, gateways []string, err error) {
+// flags together, the gateways checked, and whether open egress is granted
+// (by either).
+func (f *netFlags) resolved() (hosts, gateways []string, internet bool, hostMap []string, err error) {
 	path := f.config
 	if path == "" {
 		path = os.Getenv("PROCTOR_CONFIG")
@@ -48,8 +56,9 @@ func (f *netFlags) resolved() (hosts, gateways []string, err error) {
 	if path != "" {
 		cfg, err := readRunConfig(path)
 		if err != nil {
-			return nil, nil, err
+			return nil, nil, false, nil, err
 		}
+		internet, hostMap = cfg.Internet, cfg.HostMap
 		hosts = append(hosts, cfg.AllowHosts...)
 		names := make([]string, 0, len(cfg.ModelGateway))
 		for k := range cfg.ModelGateway {
@@ -64,19 +73,24 @@ func (f *netFlags) resolved() (hosts, gateways []string, err error) {
 	gateways = append(gateways, f.gateways...)
 	if len(gateways) > 0 {
 		if _, err := gateway.ParseSpecs(strings.Join(gateways, ",")); err != nil {
-			return nil, nil, usageErr("--model-gateway: %v", err)
+			return nil, nil, false, nil, usageErr("--model-gateway: %v", err)
 		}
 	}
-	return hosts, gateways, nil
+	hostMap = append(hostMap, f.hostMap...)
+	if _, err := netpolicy.ParseHostMap(hostMap); err != nil {
+		return nil, nil, false, nil, usageErr("--host-map: %v", err)
+	}
+	return hosts, gateways, internet || f.internet, hostMap, nil
 }
 
 // apply fills o.Net and o.NoAudit from the flags and the config file.
 func (f *netFlags) apply(o *trial.Options) error {
-	hosts, gw, err := f.resolved()
+	hosts, gw, internet, hostMap, err := f.resolved()
 	if err != nil {
 		return err
 	}
 	o.Net.AllowHosts = append(o.Net.AllowHosts, hosts...)
+	o.Net.Internet, o.Net.HostMap = internet, hostMap
 	if len(gw) > 0 {
 		specs, err := gateway.ParseSpecs(strings.Join(gw, ","))
 		if err != nil {
@@ -100,7 +114,7 @@ func readRunConfig(path string) (*runConfig, error) {
 	if err := dec.Decode(&cfg); err != nil {
 		var sm *toml.StrictMissingError
 		if errors.As(err, &sm) && len(sm.Errors) > 0 {
-			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts or [model_gateway])", path, strings.Join(sm.Errors[0].Key(), "."))
+			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts, internet, host_map or [model_gateway])", path, strings.Join(sm.Errors[0].Key(), "."))
 		}
 		var de *toml.DecodeError
 		if errors.As(err, &de) {

@@ -144,11 +144,28 @@ func reportInput(c *cobra.Command, dir, pubkey string, regrades int, tf *trialFl
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			rt.VerifyError = verifyTrialBundle(filepath.Join(dir, rt.Bundle), r.BundleSHA256, keys)
+			var open bool
+			open, rt.VerifyError = verifyTrialBundle(filepath.Join(dir, rt.Bundle), r.BundleSHA256, keys)
 			rt.Verified = rt.VerifyError == ""
+			if open {
+				rt.Agent += OpenNetworkLabel
+			}
 		}()
 	}
 	wg.Wait()
+	// Trials whose agent had open egress are a leaderboard of their own,
+	// beside their agent's sandboxed ones: never mixed into them.
+	var agents []string
+	for _, a := range in.Agents {
+		agents = append(agents, a)
+		for _, t := range in.Trials {
+			if t.Agent == a+OpenNetworkLabel {
+				agents = append(agents, a+OpenNetworkLabel)
+				break
+			}
+		}
+	}
+	in.Agents = agents
 	for i := range in.Trials {
 		if t := &in.Trials[i]; t.Status != "" && !t.Verified {
 			fmt.Fprintf(stderr, "proctor: %s × %s #%d is not counted: %s\n", t.Agent, t.Task, t.Index, t.VerifyError)
@@ -227,24 +244,35 @@ func suitePublicKey(pubkey, keyFile string) (ed25519.PublicKey, error) {
 // verifyTrialBundle checks a trial's bundle as proctor verify does (signed
 // by pub, every artifact beside it, the verdict agreeing with them), and
 // that it is the file the store recorded. It returns why not, or "".
-func verifyTrialBundle(path, wantSHA string, keys []ed25519.PublicKey) string {
+func verifyTrialBundle(path, wantSHA string, keys []ed25519.PublicKey) (openNetwork bool, why string) {
 	data, err := readSmallRegular(path)
 	if err != nil {
-		return err.Error()
+		return false, err.Error()
 	}
 	sum := sha256.Sum256(data)
 	if hex.EncodeToString(sum[:]) != wantSHA {
-		return "the bundle is not the one the store recorded"
+		return false, "the bundle is not the one the store recorded"
 	}
 	pub, err := trustedSigner(path, data, keys)
 	if err != nil {
-		return err.Error()
+		return false, err.Error()
 	}
-	if _, _, err := checkBundle(path, data, pub, true); err != nil {
-		return err.Error()
+	p, _, err := checkBundle(path, data, pub, true)
+	if err != nil {
+		return false, err.Error()
 	}
-	return ""
+	var v struct {
+		OpenNetwork bool `json:"open_network"`
+	}
+	if err := json.Unmarshal(p.Verdict, &v); err != nil {
+		return false, err.Error()
+	}
+	return v.OpenNetwork, ""
 }
+
+// OpenNetworkLabel marks, in reports, the trials of an agent that had open
+// egress (proctor run --internet on a task that asked for the internet).
+const OpenNetworkLabel = " [open-network]"
 
 // regradeSample regrades up to n verified trials spread over the suite and
 // reports whether each verdict came out the same.

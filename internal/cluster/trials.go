@@ -33,6 +33,8 @@ type TrialMsg struct {
 	AllowHosts []string `json:"allow_hosts,omitempty"`
 	Gateways   []string `json:"model_gateways,omitempty"`
 	NoAudit    bool     `json:"no_audit,omitempty"`
+	Internet   bool     `json:"internet,omitempty"`
+	HostMap    []string `json:"host_map,omitempty"`
 	// Attempt counts the coordinator's publications of the trial, from 1:
 	// a trial that could not run or whose result was rejected is published
 	// again, under a message ID of its own.

@@ -12,6 +12,7 @@ import (
 type verdict struct {
 	rule   Rule
 	addrs  []netip.Addr // permitted addresses, in the resolver's order; empty when denied
+	port   int          // the port to dial instead of the one asked for (HostMap), 0 for none
 	status int          // for a denial: the HTTP status to answer
 	reason string       // for a denial
 }
@@ -22,6 +23,9 @@ func (v verdict) allowed() bool { return v.reason == "" }
 // addresses that may be dialled. It is the only place a name is resolved.
 func (p *Proxy) decide(h host, port int) verdict {
 	rule, ok := p.o.Allow.match(h, port)
+	if !ok && p.o.Open {
+		rule, ok = Rule{wildcard: true}, true // String() "*"
+	}
 	if !ok {
 		if h.isIP() {
 			return verdict{status: http.StatusForbidden, reason: "IP literal not allowed"}
@@ -35,6 +39,10 @@ func (p *Proxy) decide(h host, port int) verdict {
 			return v
 		}
 		v.addrs = []netip.Addr{h.ip}
+		return v
+	}
+	if m, ok := p.o.HostMap[h.name]; ok {
+		v.addrs, v.port = []netip.Addr{m.Addr().Unmap()}, int(m.Port())
 		return v
 	}
 	ctx, cancel := context.WithTimeout(p.ctx, p.o.DialTimeout)
@@ -74,6 +82,9 @@ func (p *Proxy) decide(h host, port int) verdict {
 // dials exactly the checked addresses: the address is given to
 // Options.Dial as an ip:port, never as a name.
 func (p *Proxy) dial(v verdict, port int) (net.Conn, string, error) {
+	if v.port != 0 {
+		port = v.port
+	}
 	var last error
 	for _, a := range v.addrs {
 		addr := netip.AddrPortFrom(a, uint16(port)).String()

@@ -51,6 +51,21 @@ type Options struct {
 	// Allow is the allow-list. Empty allows nothing.
 	Allow AllowList
 
+	// HostMap sends a name the policy allowed to the operator's address
+	// for it, as curl --resolve does: the decision is still made on the
+	// name (and recorded with it), the name is not looked up, and the
+	// address, the operator's own, is dialled as given (a mirror, a test's
+	// server on loopback). A zero port keeps the port asked for. Names are
+	// lower case, without a trailing dot.
+	HostMap map[string]netip.AddrPort
+
+	// Open allows what no rule of Allow matches as a wildcard rule would,
+	// on any port: any name or IP literal whose addresses are public. The
+	// metadata, loopback, private, link-local and host addresses stay
+	// refused, and every request is decided and recorded as ever (with
+	// the rule "*"). An operator's choice, never a task's.
+	Open bool
+
 	// Record receives one Decision per CONNECT or plain HTTP request, when
 	// it ends, including those cut short by Close. It is called from many
 	// goroutines at once and must not block for long; Close waits for

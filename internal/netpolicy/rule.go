@@ -51,6 +51,8 @@ func (r Rule) String() string {
 		s = r.ip.String()
 	case r.ip.IsValid():
 		s = "[" + r.ip.String() + "]"
+	case r.wildcard && r.name == "":
+		return "*" // open egress (Options.Open): any name, any port
 	case r.wildcard:
 		s = "*." + r.name
 	default:

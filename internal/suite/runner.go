@@ -34,6 +34,8 @@ type RunFlags struct {
 	Gateways    []string `json:"model_gateways,omitempty"`
 	Config      string   `json:"config,omitempty"`
 	NoAudit     bool     `json:"no_audit,omitempty"`
+	Internet    bool     `json:"internet,omitempty"` // open egress for tasks that ask for the internet
+	HostMap     []string `json:"host_map,omitempty"`
 	Jobs        int      `json:"jobs"`
 	MaxMemoryMB int64    `json:"max_memory_mb"` // the largest task memory limit
 	MaxCPUs     float64  `json:"max_cpus"`
@@ -49,7 +51,7 @@ type RunFlags struct {
 
 // args returns the run flags as `proctor run` arguments.
 func (f *RunFlags) args() []string {
-	a := runArgs(f.Key, f.AgentDir, f.CacheDir, f.ScratchDir, f.AllowHosts, f.Gateways, f.NoAudit)
+	a := runArgs(f.Key, f.AgentDir, f.CacheDir, f.ScratchDir, f.AllowHosts, f.Gateways, f.HostMap, f.NoAudit, f.Internet)
 	if f.Config != "" {
 		a = append(a, "--config", f.Config)
 	}
@@ -58,7 +60,7 @@ func (f *RunFlags) args() []string {
 
 // runArgs are the `proctor run` arguments for these settings ("" and nil
 // for those not set).
-func runArgs(key, agentDir, cacheDir, scratchDir string, hosts, gateways []string, noAudit bool) []string {
+func runArgs(key, agentDir, cacheDir, scratchDir string, hosts, gateways, hostMap []string, noAudit, internet bool) []string {
 	a := []string{"--key", key, "-q"}
 	for _, o := range [][2]string{{"--agent-dir", agentDir}, {"--cache-dir", cacheDir}, {"--scratch-dir", scratchDir}} {
 		if o[1] != "" {
@@ -71,8 +73,14 @@ func runArgs(key, agentDir, cacheDir, scratchDir string, hosts, gateways []strin
 	for _, g := range gateways {
 		a = append(a, "--model-gateway", g)
 	}
+	for _, m := range hostMap {
+		a = append(a, "--host-map", m)
+	}
 	if noAudit {
 		a = append(a, "--no-audit")
+	}
+	if internet {
+		a = append(a, "--internet")
 	}
 	return a
 }

@@ -303,7 +303,7 @@ func (w *Worker) run(ctx context.Context, m cluster.TrialMsg, out, cpuset string
 		}
 	}
 	args := append([]string{"run", "--task", taskDir, "--agent", m.AgentCommand, "--out", out, "--nonce", m.ID},
-		runArgs(w.Key, agentDir, w.CacheDir, w.ScratchDir, m.AllowHosts, m.Gateways, m.NoAudit)...)
+		runArgs(w.Key, agentDir, w.CacheDir, w.ScratchDir, m.AllowHosts, m.Gateways, m.HostMap, m.NoAudit, m.Internet)...)
 	if cpuset != "" {
 		args = append(args, "--cpuset", cpuset)
 	}

@@ -19,14 +19,18 @@ type table struct {
 	file string
 	name string         // "environment"; "" for the document itself
 	m    map[string]any // nil when the table is absent
+	elem bool           // an element of an array ("artifacts[0]"): fields are name.key
 }
 
 // field names key in this table, as in "[environment].memory_mb". key is
 // one of our known, bare keys, or a path built with quoteKey such as
 // `env."A B"` or "protected[2]".
 func (t table) field(key string) string {
-	if t.name == "" {
+	switch {
+	case t.name == "":
 		return key
+	case t.elem:
+		return t.name + "." + key
 	}
 	return "[" + t.name + "]." + key
 }
@@ -254,46 +258,58 @@ func (t table) env(key string) (map[string]string, error) {
 // is set (the agent's tables), is offered; public network is ErrUnsupported
 // rather than quietly denied. Each allowed host must parse as a
 // netpolicy.Rule. ok reports whether the table set network_mode at all.
-func (t table) network(baseline, allowlist bool) (mode string, hosts []string, ok bool, err error) {
+// network reads a table's network settings. A request for open network
+// access (allow_internet = true, as every published Terminal-Bench 2 task
+// says, or network_mode = "public") is not granted here: it is recorded
+// (internet) and the mode stays NetworkNone; what the agent gets is the
+// operator's policy, decided by the run. baseline is set for the table
+// that may say allow_internet ([environment]); allowlist for the tables
+// whose phase may have an allow-list (not [verifier]).
+func (t table) network(baseline, allowlist bool) (mode string, hosts []string, internet, ok bool, err error) {
+	asked := ""
 	if baseline {
-		if b, ok, err := t.boolean("allow_internet"); err != nil {
-			return "", nil, false, err
-		} else if ok && b {
-			return "", nil, false, t.errorf("allow_internet", ErrUnsupported,
-				"open network access is not offered; set network_mode = %q with allowed_hosts, or %q", NetworkAllowlist, NetworkNone)
+		if b, set, err := t.boolean("allow_internet"); err != nil {
+			return "", nil, false, false, err
+		} else if set && b {
+			asked = "allow_internet"
 		}
 	}
 	mode, ok, err = t.str("network_mode")
 	if err != nil {
-		return "", nil, false, err
+		return "", nil, false, false, err
 	}
 	switch {
 	case !ok || mode == NetworkNone:
+		if ok && asked != "" {
+			return "", nil, false, false, t.errorf("network_mode", ErrValue, "%q, but allow_internet = true asks for the internet", mode)
+		}
 		mode = NetworkNone
 	case mode == NetworkAllowlist && allowlist:
 	case mode == NetworkAllowlist:
-		return "", nil, false, t.errorf("network_mode", ErrUnsupported, "the grader never has network (want %q)", NetworkNone)
-	case mode == "public":
-		return "", nil, false, t.errorf("network_mode", ErrUnsupported, "open network access is not offered (want %q or %q)", NetworkNone, NetworkAllowlist)
+		return "", nil, false, false, t.errorf("network_mode", ErrUnsupported, "the grader never has network (want %q)", NetworkNone)
+	case mode == NetworkPublic && allowlist:
+		mode, asked = NetworkNone, "network_mode"
+	case mode == NetworkPublic:
+		return "", nil, false, false, t.errorf("network_mode", ErrUnsupported, "the grader never has network (want %q)", NetworkNone)
 	default:
-		return "", nil, false, t.errorf("network_mode", ErrUnknownValue, "unknown value %q (want %q or %q)", mode, NetworkNone, NetworkAllowlist)
+		return "", nil, false, false, t.errorf("network_mode", ErrUnknownValue, "unknown value %q (want %q, %q or %q)", mode, NetworkNone, NetworkAllowlist, NetworkPublic)
 	}
 	hosts, _, err = t.strings("allowed_hosts")
 	if err != nil {
-		return "", nil, false, err
+		return "", nil, false, false, err
 	}
 	if len(hosts) > 0 && mode != NetworkAllowlist {
-		return "", nil, false, t.errorf("allowed_hosts", ErrValue, "given, but network_mode is not %q", NetworkAllowlist)
+		return "", nil, false, false, t.errorf("allowed_hosts", ErrValue, "given, but network_mode is not %q", NetworkAllowlist)
 	}
 	for i, h := range hosts {
 		if _, err := netpolicy.ParseRule(h); err != nil {
-			return "", nil, false, t.errorf(fmt.Sprintf("allowed_hosts[%d]", i), ErrValue, "%v", err)
+			return "", nil, false, false, t.errorf(fmt.Sprintf("allowed_hosts[%d]", i), ErrValue, "%v", err)
 		}
 	}
 	if len(hosts) == 0 {
 		hosts = nil
 	}
-	return mode, hosts, ok, nil
+	return mode, hosts, asked != "", ok || asked != "", nil
 }
 
 // quoteKey writes a TOML key as TOML would: bare when it can be.

@@ -28,6 +28,9 @@ const (
 const (
 	NetworkNone      = "no-network"
 	NetworkAllowlist = "allowlist"
+	// NetworkPublic is Harbor's open network: a task may ask for it
+	// (EnvironmentConfig.Internet); only the operator grants it.
+	NetworkPublic = "public"
 )
 
 // RootfsHost is the ProctorConfig.Rootfs value meaning "a read-only view of
@@ -58,8 +61,10 @@ const RootfsImage = "image"
 //   - [environment].workdir: None in Harbor (the image's WORKDIR);
 //     Terminal-Bench images work in /app.
 //   - network: Harbor defaults to public (allow_internet = true, later
-//     network_mode = "public"). Proctor defaults to no network, the only mode
-//     it offers: a task may only make the sandbox stricter.
+//     network_mode = "public"). Proctor defaults to no network. A task that
+//     asks for the internet (every published Terminal-Bench 2 task does)
+//     is recorded as asking (Internet); what its agent gets is the
+//     operator's policy: a task may only make the sandbox stricter.
 const (
 	DefaultAgentTimeout    = 600 * time.Second
 	DefaultVerifierTimeout = 600 * time.Second
@@ -96,7 +101,33 @@ type Task struct {
 	Verifier    VerifierConfig
 	Environment EnvironmentConfig
 	Proctor     ProctorConfig
-	Raw         map[string]any // the whole decoded task.toml, unknown tables and keys included
+	// SolutionEnv is [solution.env]: what solve.sh runs with when the
+	// solution is the agent (validate, the oracle); never nil.
+	SolutionEnv map[string]string
+	// Artifacts are the paths Harbor collects from the agent's
+	// environment after its phase (the top-level artifacts array).
+	Artifacts []Artifact
+	Raw       map[string]any // the whole decoded task.toml, unknown tables and keys included
+}
+
+// Artifact is one entry of the artifacts array: a path in the agent's
+// environment (a file or a directory) to copy out, under Destination (a
+// relative path, default the source's base name), less what Exclude's
+// globs match.
+type Artifact struct {
+	Source      string
+	Destination string
+	Exclude     []string
+}
+
+// InternetRequested reports whether the task asks for open network access
+// for its agent ([environment] allow_internet = true or network_mode =
+// "public", or [agent] network_mode = "public").
+func (t *Task) InternetRequested() bool {
+	if t.Agent.NetworkMode != "" {
+		return t.Agent.Internet
+	}
+	return t.Environment.Internet
 }
 
 // AgentConfig is the [agent] table.
@@ -106,6 +137,9 @@ type AgentConfig struct {
 	// agent phase when network_mode is set here ("" when not).
 	NetworkMode  string
 	AllowedHosts []string
+	// Internet: network_mode = "public" here (NetworkMode is then
+	// NetworkNone until the operator grants more).
+	Internet bool
 }
 
 // AgentNetwork is the network of the agent phase: [agent]'s when it sets
@@ -164,6 +198,8 @@ type EnvironmentConfig struct {
 	StorageMB    int64             // storage_mb, or the legacy storage = "10G"; DefaultStorageMB when unset
 	NetworkMode  string            // NetworkNone or NetworkAllowlist
 	AllowedHosts []string          // with NetworkAllowlist: netpolicy rules
+	Internet     bool              // allow_internet = true or network_mode = "public": asked for, not granted
+	GPUs         int64             // gpus: always 0 (more is refused)
 	Env          map[string]string // env, as written; never nil
 	DockerImage  string            // docker_image, "" when unset
 }
@@ -280,6 +316,16 @@ func (l *loader) load() (*Task, error) {
 		return nil, err
 	}
 	if t.Proctor, err = l.proctor(top, t); err != nil {
+		return nil, err
+	}
+	sol, err := top.table("solution")
+	if err != nil {
+		return nil, err
+	}
+	if t.SolutionEnv, err = sol.env("env"); err != nil {
+		return nil, err
+	}
+	if t.Artifacts, err = artifacts(top); err != nil {
 		return nil, err
 	}
 	return t, nil
@@ -507,12 +553,12 @@ func (l *loader) agent(top table) (AgentConfig, error) {
 	if c.Timeout, err = tb.timeout("timeout_sec", DefaultAgentTimeout); err != nil {
 		return c, err
 	}
-	mode, hosts, set, err := tb.network(false, true)
+	mode, hosts, internet, set, err := tb.network(false, true)
 	if err != nil {
 		return c, err
 	}
 	if set {
-		c.NetworkMode, c.AllowedHosts = mode, hosts
+		c.NetworkMode, c.AllowedHosts, c.Internet = mode, hosts, internet
 	}
 	return c, nil
 }
@@ -529,7 +575,7 @@ func (l *loader) verifier(top table) (VerifierConfig, error) {
 	if c.Env, err = tb.env("env"); err != nil {
 		return c, err
 	}
-	if _, _, _, err := tb.network(false, false); err != nil {
+	if _, _, _, _, err := tb.network(false, false); err != nil {
 		return c, err
 	}
 	return c, nil
@@ -563,8 +609,24 @@ func (l *loader) environment(top table) (EnvironmentConfig, error) {
 	if c.StorageMB, err = tb.megabytes("storage_mb", "storage", DefaultStorageMB); err != nil {
 		return c, err
 	}
-	if c.NetworkMode, c.AllowedHosts, _, err = tb.network(true, true); err != nil {
+	if c.NetworkMode, c.AllowedHosts, c.Internet, _, err = tb.network(true, true); err != nil {
 		return c, err
+	}
+	if n, ok, err := tb.integer("gpus"); err != nil {
+		return c, err
+	} else if ok && n < 0 {
+		return c, tb.errorf("gpus", ErrValue, "must not be negative, got %d", n)
+	} else if ok && n > 0 {
+		return c, tb.errorf("gpus", ErrUnsupported, "%d GPUs asked for: Proctor's sandboxes have no GPUs", n)
+	}
+	if v, ok := tb.m["mcp_servers"]; ok {
+		a, isArray := v.([]any)
+		switch {
+		case !isArray:
+			return c, tb.typeError("mcp_servers", "an array", v)
+		case len(a) > 0:
+			return c, tb.errorf("mcp_servers", ErrUnsupported, "%d MCP server(s) asked for: Proctor does not start MCP servers for the agent", len(a))
+		}
 	}
 	if c.Env, err = tb.env("env"); err != nil {
 		return c, err

@@ -162,6 +162,7 @@ func TestLoadFull(t *testing.T) {
 			PassThreshold: 0.5,
 			PinnedEnv:     map[string]string{},
 		},
+		SolutionEnv: map[string]string{},
 	}
 	raw := got.Raw
 	got.Raw = nil
@@ -205,8 +206,9 @@ func TestLoadDefaults(t *testing.T) {
 						NetworkMode: NetworkNone,
 						Env:         map[string]string{},
 					},
-					Proctor: ProctorConfig{Rootfs: RootfsHost, Grading: GradingWorkspace, PassThreshold: 1, PinnedEnv: map[string]string{}},
-					Raw:     map[string]any{},
+					Proctor:     ProctorConfig{Rootfs: RootfsHost, Grading: GradingWorkspace, PassThreshold: 1, PinnedEnv: map[string]string{}},
+					SolutionEnv: map[string]string{},
+					Raw:         map[string]any{},
 				}
 				if !reflect.DeepEqual(got, want) {
 					t.Errorf("Load:\n got %+v\nwant %+v", got, want)
@@ -389,10 +391,20 @@ func TestLoadErrors(t *testing.T) {
 		{name: "allowlist bad host", extra: files{"task.toml": "[environment]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"x.org\", \"http://y.org/\"]\n"}, field: "[environment].allowed_hosts[1]", is: ErrValue},
 		{name: "allowlist bare star", extra: files{"task.toml": "[agent]\nnetwork_mode = \"allowlist\"\nallowed_hosts = [\"*\"]\n"}, field: "[agent].allowed_hosts[0]", is: ErrValue},
 		{name: "verifier allowlist", extra: files{"task.toml": "[verifier]\nnetwork_mode = \"allowlist\"\n"}, field: "[verifier].network_mode", is: ErrUnsupported, msg: "the grader never has network"},
-		{name: "public network", extra: files{"task.toml": "[environment]\nnetwork_mode = \"public\"\n"}, field: "[environment].network_mode", is: ErrUnsupported},
+		{name: "public network for the grader", extra: files{"task.toml": "[verifier]\nnetwork_mode = \"public\"\n"}, field: "[verifier].network_mode", is: ErrUnsupported},
+		{name: "no network and the internet", extra: files{"task.toml": "[environment]\nnetwork_mode = \"no-network\"\nallow_internet = true\n"}, field: "[environment].network_mode", is: ErrValue},
+		{name: "gpus", extra: files{"task.toml": "[environment]\ngpus = 1\n"}, field: "[environment].gpus", is: ErrUnsupported},
+		{name: "gpus negative", extra: files{"task.toml": "[environment]\ngpus = -1\n"}, field: "[environment].gpus", is: ErrValue},
+		{name: "mcp servers", extra: files{"task.toml": "[[environment.mcp_servers]]\nname = \"x\"\ntransport = \"stdio\"\ncommand = \"x\"\n"}, field: "[environment].mcp_servers", is: ErrUnsupported},
+		{name: "mcp servers a string", extra: files{"task.toml": "[environment]\nmcp_servers = \"x\"\n"}, field: "[environment].mcp_servers", is: ErrType},
+		{name: "artifacts a string", extra: files{"task.toml": "artifacts = \"/app\"\n"}, field: "artifacts", is: ErrType},
+		{name: "artifact relative", extra: files{"task.toml": "artifacts = [\"app/out\"]\n"}, field: "artifacts[0]", is: ErrValue},
+		{name: "artifact from the tests", extra: files{"task.toml": "artifacts = [\"/tests/expected\"]\n"}, field: "artifacts[0]", is: ErrValue},
+		{name: "artifact escaping", extra: files{"task.toml": "artifacts = [{source = \"/app/out\", destination = \"../x\"}]\n"}, field: "artifacts[0].destination", is: ErrValue},
+		{name: "artifact of a service", extra: files{"task.toml": "artifacts = [{source = \"/app/out\", service = \"db\"}]\n"}, field: "artifacts[0].service", is: ErrUnsupported},
+		{name: "artifacts twice at one place", extra: files{"task.toml": "artifacts = [\"/app/out\", \"/tmp/out\"]\n"}, field: "artifacts[1]", is: ErrValue},
 		{name: "unknown network", extra: files{"task.toml": "[environment]\nnetwork_mode = \"host\"\n"}, field: "[environment].network_mode", is: ErrUnknownValue, msg: `"no-network"`},
 		{name: "allowed_hosts without allowlist", extra: files{"task.toml": "[environment]\nallowed_hosts = [\"pypi.org\"]\n"}, field: "[environment].allowed_hosts", is: ErrValue},
-		{name: "allow_internet true", extra: files{"task.toml": "[environment]\nallow_internet = true\n"}, field: "[environment].allow_internet", is: ErrUnsupported},
 		{name: "verifier network override", extra: files{"task.toml": "[verifier]\nnetwork_mode = \"public\"\n"}, field: "[verifier].network_mode", is: ErrUnsupported},
 
 		{name: "workdir relative", extra: files{"task.toml": "[environment]\nworkdir = \"app\"\n"}, field: "[environment].workdir", is: ErrValue},
@@ -682,6 +694,84 @@ func TestLoadGitWorkspaceShapes(t *testing.T) {
 		}
 		if tk.Proctor.GitBase != "HEAD" {
 			t.Errorf("%s: git_base %q, want the default HEAD", name, tk.Proctor.GitBase)
+		}
+	}
+}
+
+// tb2TOML is a task.toml in the shape Terminal-Bench 2 publishes its tasks
+// (schema 1.1, [task] with authors, the internet asked for, empty env
+// tables), with artifacts and a solution env added as Harbor allows.
+const tb2TOML = `schema_version = "1.1"
+artifacts = ["/app/output.log", {source = "/tmp/run", destination = "run", exclude = ["*.tmp"]}]
+
+[task]
+name = "terminal-bench/largest-eigenval"
+description = "Evaluates the agent's ability to optimize eigenvalue computation."
+keywords = ["coding", "optimization"]
+[[task.authors]]
+name = "A. Author"
+email = "author@example.com"
+
+[metadata]
+author_name = "A. Author"
+author_email = "author@example.com"
+difficulty = "medium"
+category = "mathematics"
+tags = ["coding", "optimization"]
+estimated_duration_sec = 210.0
+expert_time_estimate_min = 60.0
+junior_time_estimate_min = 180.0
+
+[verifier]
+timeout_sec = 900.0
+
+[agent]
+timeout_sec = 900.0
+
+[environment]
+build_timeout_sec = 600.0
+docker_image = "alexgshaw/largest-eigenval:20251031"
+cpus = 1
+memory_mb = 2048
+storage_mb = 10240
+gpus = 0
+allow_internet = true
+mcp_servers = []
+
+[verifier.env]
+
+[environment.env]
+
+[solution.env]
+SEED = "7"
+`
+
+// A published Terminal-Bench 2 task.toml loads as written: the internet
+// is recorded as asked for (not granted), the rest read.
+func TestLoadPublishedTerminalBench2(t *testing.T) {
+	dir := newTask(t, files{"task.toml": tb2TOML})
+	got, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Name != "terminal-bench/largest-eigenval" || !got.InternetRequested() || got.Environment.NetworkMode != NetworkNone {
+		t.Errorf("name %q, internet asked %v, mode %q", got.Name, got.InternetRequested(), got.Environment.NetworkMode)
+	}
+	if got.Environment.DockerImage != "alexgshaw/largest-eigenval:20251031" || got.Agent.Timeout != 900*time.Second {
+		t.Errorf("environment %+v agent %+v", got.Environment, got.Agent)
+	}
+	want := []Artifact{{Source: "/app/output.log", Destination: "output.log"}, {Source: "/tmp/run", Destination: "run", Exclude: []string{"*.tmp"}}}
+	if !reflect.DeepEqual(got.Artifacts, want) {
+		t.Errorf("artifacts %+v, want %+v", got.Artifacts, want)
+	}
+	if got.SolutionEnv["SEED"] != "7" {
+		t.Errorf("solution env %v", got.SolutionEnv)
+	}
+	// network_mode = "public" asks the same, from [environment] or [agent].
+	for _, toml := range []string{"[environment]\nnetwork_mode = \"public\"\n", "[agent]\nnetwork_mode = \"public\"\n"} {
+		got, err := Load(newTask(t, files{"task.toml": toml}))
+		if err != nil || !got.InternetRequested() {
+			t.Errorf("%q: internet asked %v, err %v", toml, got != nil && got.InternetRequested(), err)
 		}
 	}
 }

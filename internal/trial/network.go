@@ -31,6 +31,15 @@ const (
 type NetOptions struct {
 	AllowHosts []string       // netpolicy rules added to the task's allowed_hosts
 	Gateways   []gateway.Spec // model gateways
+	// Internet grants open egress through the proxy to a task that asks
+	// for the internet (allow_internet = true): every connection still
+	// decided and recorded, the metadata, private and host addresses
+	// still refused, and the trial marked open-network. Without it such a
+	// task's agent gets the allow-list (AllowHosts) and its gateways.
+	Internet bool
+	// HostMap sends names to the operator's addresses (NAME=ADDR[:PORT],
+	// as curl --resolve): decided on the name, dialled at the address.
+	HostMap []string
 	// Getenv reads the host's real API keys (NAME_API_KEY); nil: none.
 	Getenv func(string) string
 	// Resolve and Dial replace the proxy's DNS and dialling (tests).
@@ -49,7 +58,11 @@ type NetOptions struct {
 // NetworkRef is the agent's network in the verdict: the mode, the
 // allow-list in force, and what the proxy decided.
 type NetworkRef struct {
-	Mode         string   `json:"mode"` // task.NetworkNone or task.NetworkAllowlist
+	Mode string `json:"mode"` // task.NetworkNone, task.NetworkAllowlist or NetworkOpen
+	// Requested is what the task asked for its agent: task.NetworkNone,
+	// task.NetworkAllowlist, or task.NetworkPublic (allow_internet =
+	// true); Mode is what the operator granted.
+	Requested    string   `json:"requested"`
 	AllowedHosts []string `json:"allowed_hosts"`
 	Allowed      int      `json:"allowed"` // proxy requests let through
 	Denied       int      `json:"denied"`
@@ -105,6 +118,9 @@ func checkNet(o *Options) (keys map[string]string, err error) {
 		if _, err := netpolicy.ParseRule(h); err != nil {
 			return nil, fmt.Errorf("--allow-host %s: %w", h, err)
 		}
+	}
+	if _, err := netpolicy.ParseHostMap(n.HostMap); err != nil {
+		return nil, fmt.Errorf("--host-map: %w", err)
 	}
 	if err := checkLoopback(o); err != nil {
 		return nil, err
@@ -174,19 +190,36 @@ func gatewayAddr(i int) netip.AddrPort {
 	return netip.AddrPortFrom(netip.AddrFrom4([4]byte{127, 0, 0, 1}), uint16(gatewayBasePort+i))
 }
 
-// agentNetwork returns the allow-list of the agent phase: the task's (when
-// its agent network is an allow-list) and the run's additions.
-func (r *runner) agentNetwork() (mode string, hosts []string) {
+// NetworkOpen is the agent's network mode when the operator granted open
+// egress (NetOptions.Internet) to a task that asked for the internet.
+const NetworkOpen = "open"
+
+// agentNetwork returns the network of the agent phase: the mode granted,
+// what the task asked for, and the allow-list: the task's (when its agent
+// network is an allow-list) and the run's additions. A task that asks for
+// the internet gets the operator's policy: open egress when granted, else
+// the run's allow-list (empty: only the gateways, every attempt refused
+// and recorded by the proxy).
+func (r *runner) agentNetwork() (mode, requested string, hosts []string) {
 	mode, hosts = r.o.Task.AgentNetwork()
+	requested = mode
 	hosts = slices.Clone(hosts)
+	if r.o.Task.InternetRequested() {
+		requested, mode = task.NetworkPublic, task.NetworkAllowlist
+		if r.o.Net.Internet {
+			mode = NetworkOpen
+		}
+	}
 	if len(r.o.Net.AllowHosts) > 0 {
-		mode = task.NetworkAllowlist
+		if mode == task.NetworkNone {
+			mode = task.NetworkAllowlist
+		}
 		hosts = append(hosts, r.o.Net.AllowHosts...)
 	}
 	if hosts == nil {
 		hosts = []string{}
 	}
-	return mode, hosts
+	return mode, requested, hosts
 }
 
 // startNet builds the agent phase's proxy and gateways. Nothing listens
@@ -196,14 +229,19 @@ func (r *runner) startNet() (*agentNet, error) {
 	if r.o.Net.Record {
 		n.tape = gateway.NewTape()
 	}
-	mode, hosts := r.agentNetwork()
-	n.net = NetworkRef{Mode: mode, AllowedHosts: hosts}
-	if mode == task.NetworkAllowlist {
+	mode, requested, hosts := r.agentNetwork()
+	n.net = NetworkRef{Mode: mode, Requested: requested, AllowedHosts: hosts}
+	if mode == task.NetworkAllowlist || mode == NetworkOpen {
 		allow, err := netpolicy.ParseAllowList(hosts)
 		if err != nil {
 			return nil, fmt.Errorf("the allow-list: %w", err)
 		}
-		p, err := netpolicy.New(netpolicy.Options{Allow: allow, Record: r.proxyDecision(n), Resolve: r.o.Net.Resolve})
+		hm, err := netpolicy.ParseHostMap(r.o.Net.HostMap)
+		if err != nil {
+			return nil, fmt.Errorf("--host-map: %w", err)
+		}
+		p, err := netpolicy.New(netpolicy.Options{Allow: allow, Open: mode == NetworkOpen, HostMap: hm,
+			Record: r.proxyDecision(n), Resolve: r.o.Net.Resolve})
 		if err != nil {
 			return nil, fmt.Errorf("starting the egress proxy: %w", err)
 		}

@@ -101,8 +101,12 @@ func (r *runner) isolation() []string {
 	if r.env.rootfs == sandbox.RootfsHost {
 		iso = append(iso, "host:unreadable-files-masked")
 	}
-	if r.v.Network.Mode == task.NetworkAllowlist {
+	switch r.v.Network.Mode {
+	case task.NetworkAllowlist:
 		iso = append(iso, "network:allowlist-proxy")
+		iso = slices.DeleteFunc(iso, func(s string) bool { return s == "network:none" })
+	case NetworkOpen:
+		iso = append(iso, "network:open-egress-proxy")
 		iso = slices.DeleteFunc(iso, func(s string) bool { return s == "network:none" })
 	}
 	if r.v.Models != nil {

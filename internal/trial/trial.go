@@ -104,7 +104,7 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 		Changeset:     ChangesetRef{Dropped: []workspace.Dropped{}, LeftOut: []workspace.Dropped{}},
 		Artifacts:     []string{},
 		TimingsMS:     map[string]int64{},
-		Network:       NetworkRef{AllowedHosts: []string{}},
+		Network:       NetworkRef{Mode: task.NetworkNone, Requested: task.NetworkNone, AllowedHosts: []string{}},
 		Audit:         AuditRef{Hidden: "off", Network: "off", Counts: map[string]int{}, LeftOut: map[string]int{}},
 	}
 	r := &runner{o: o, v: v}
@@ -323,6 +323,11 @@ func (r *runner) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if r.learn == nil {
+		if err := r.collectArtifacts(ctx, agentLayout, agentScratch); err != nil {
+			return err
+		}
+	}
 
 	// Freeze: the agent's tree is dead (sandbox.Run returns only then); its
 	// upper layers become the changeset.
@@ -507,6 +512,15 @@ func (r *runner) envList(extra map[string]string, more ...string) []string {
 	return kv
 }
 
+// agentEnv is what the agent's phase adds to the environment: the task's
+// [solution.env] when the solution is the agent, as Harbor gives solve.sh.
+func (r *runner) agentEnv() map[string]string {
+	if r.o.Solution {
+		return r.o.Task.SolutionEnv
+	}
+	return nil
+}
+
 func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 	t := r.o.Task
 	// The instruction is bound from a copy on the scratch space: the
@@ -546,7 +560,7 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 		Binds:    binds,
 		Masks:    l.masks,
 		Workdir:  t.Environment.Workdir,
-		Env:      r.envList(nil, append([]string{"PROCTOR_INSTRUCTION=" + InstructionPath}, n.env...)...),
+		Env:      r.envList(r.agentEnv(), append([]string{"PROCTOR_INSTRUCTION=" + InstructionPath}, n.env...)...),
 		Args:     []string{"/bin/sh", "-c", r.o.Agent},
 		Limits:   r.limits(t.Agent.Timeout),
 		Pin:      r.pin(),
@@ -593,6 +607,7 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 	r.audit.Lost("hidden.unrecorded", tr.dropped())
 	n.mu.Lock()
 	r.v.Network = n.net
+	r.v.OpenNetwork = n.net.Mode == NetworkOpen
 	n.mu.Unlock()
 	r.v.Models = n.models(r.o.Net.Gateways)
 	if res != nil {

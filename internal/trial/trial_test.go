@@ -156,6 +156,11 @@ type taskSpec struct {
 	// allowedHosts, when set, gives the agent an allow-list in
 	// [environment].
 	allowedHosts []string
+	// internet asks for the internet (allow_internet = true), as every
+	// published Terminal-Bench 2 task does.
+	internet bool
+	// top is TOML before the first table (artifacts = [...]).
+	top string
 }
 
 func writeTask(t *testing.T, s taskSpec) *task.Task {
@@ -195,7 +200,10 @@ func writeTask(t *testing.T, s taskSpec) *task.Task {
 	if s.allowedHosts != nil {
 		network = fmt.Sprintf("network_mode = \"allowlist\"\nallowed_hosts = [%s]\n", quoteList(s.allowedHosts))
 	}
-	toml := fmt.Sprintf(`[agent]
+	if s.internet {
+		network += "allow_internet = true\n"
+	}
+	toml := s.top + fmt.Sprintf(`[agent]
 timeout_sec = %d
 [verifier]
 timeout_sec = %d

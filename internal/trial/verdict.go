@@ -79,8 +79,17 @@ type Verdict struct {
 	// grading), freeze (reading the changeset) and total. The phases' own
 	// times are in Phases.
 	TimingsMS map[string]int64 `json:"timings_ms"`
+	// Collected is what became of the task's artifacts (its artifacts
+	// array), copied under OUT/artifacts after the agent phase; each file
+	// is among Artifacts, and so in the bundle. Absent for a task with
+	// none.
+	Collected []CollectedRef `json:"collected,omitempty"`
 	// Network is the agent phase's network and what its proxy decided.
 	Network NetworkRef `json:"network"`
+	// OpenNetwork marks a trial whose agent had open egress (the operator
+	// granted a task's request for the internet): its results are not
+	// comparable with sandboxed ones, and reports show them apart.
+	OpenNetwork bool `json:"open_network"`
 	// Tooling is the profile of the verifier's tooling the policy used.
 	Tooling *ToolingRef `json:"tooling,omitempty"`
 	// Models is what the agent asked of its models through the gateways
