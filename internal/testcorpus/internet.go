@@ -84,8 +84,8 @@ func StartInternet(t testing.TB, sitePackages string) *Internet {
 	files := map[string][]byte{
 		"astral.sh/uv/0.9.5/install.sh": []byte(installSh),
 		"github.com/astral-sh/uv/releases/download/0.9.5/uv-x86_64-unknown-linux-gnu.tar.gz": uvTar,
-		"files.pythonhosted.org/packages/pytest-8.4.1-py3-none-any.whl":                   pytestWheel,
-		"files.pythonhosted.org/packages/pytest_json_ctrf-0.3.5-py3-none-any.whl":         ctrfWheel,
+		"files.pythonhosted.org/packages/pytest-8.4.1-py3-none-any.whl":                      pytestWheel,
+		"files.pythonhosted.org/packages/pytest_json_ctrf-0.3.5-py3-none-any.whl":            ctrfWheel,
 	}
 	index := map[string]string{"pytest": "pytest-8.4.1-py3-none-any.whl", "pytest-json-ctrf": "pytest_json_ctrf-0.3.5-py3-none-any.whl"}
 	n := &Internet{CAFile: caFile}
