@@ -140,6 +140,7 @@ type world struct {
 	tarball  []byte
 	wheel    []byte
 	big      []byte
+	debFiles map[string][]byte // a Debian repository below /debian/, when set
 	stopOnce sync.Once
 }
 
@@ -281,6 +282,14 @@ func (w *world) index(rw http.ResponseWriter, r *http.Request) {
 }
 
 func (w *world) deb(rw http.ResponseWriter, r *http.Request) {
+	if w.debFiles != nil {
+		if b, ok := w.debFiles[strings.TrimPrefix(r.URL.Path, "/debian/")]; ok {
+			rw.Write(b)
+		} else {
+			http.NotFound(rw, r)
+		}
+		return
+	}
 	switch r.URL.Path {
 	case "/debian/dists/stable/InRelease":
 		rw.Header().Set("Last-Modified", "Sat, 01 Nov 2025 00:00:00 GMT")
