@@ -79,7 +79,7 @@ func TestCAKeyFileMustBePrivate(t *testing.T) {
 		}},
 		{"file of another user", func(t *testing.T, d string) {
 			if os.Geteuid() != 0 {
-				t.Skip("needs root to give a file away")
+				skipOrFail(t, "needs root to give a file away")
 			}
 			if err := os.Chown(filepath.Join(d, caDir, caFile), 4242, 4242); err != nil {
 				t.Fatal(err)
