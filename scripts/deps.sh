@@ -8,7 +8,9 @@
 # one dependency of Jinja2, the real Python library a SWE-bench test grades),
 # mmdebstrap (Debian root filesystems as tasks' rootfs directories), curl
 # and nodejs (clients an agent uses, run inside to reach servers on the
-# host's loopback: curl honours NO_PROXY, Node's fetch ignores the proxy).
+# host's loopback: curl honours NO_PROXY, Node's fetch ignores the proxy),
+# python3-pip (a verifier's client, recorded and replayed by the hermetic
+# grading tests).
 set -euo pipefail
 need=()
 command -v busybox >/dev/null || need+=(busybox-static)
@@ -27,6 +29,7 @@ command -v node >/dev/null || need+=(nodejs)
 py=/usr/bin/python3; [ -x "$py" ] || py=python3
 "$py" -c 'import pytest' 2>/dev/null || need+=(python3-pytest)
 "$py" -c 'import markupsafe' 2>/dev/null || need+=(python3-markupsafe)
+"$py" -m pip --version >/dev/null 2>&1 || need+=(python3-pip)
 [ ${#need[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ]; then
 	echo "deps: missing ${need[*]}; run as root or: sudo apt-get install -y ${need[*]}" >&2

@@ -1,6 +1,8 @@
 package netpolicy
 
 import (
+	"fmt"
+	"net"
 	"net/netip"
 )
 
@@ -32,6 +34,61 @@ var (
 // addrCheck decides about the addresses one request may be dialled to.
 type addrCheck struct {
 	host map[netip.Addr]bool // the host's own addresses, unmapped, no zone
+}
+
+func newAddrCheck(hostAddrs []netip.Addr) addrCheck {
+	c := addrCheck{host: make(map[netip.Addr]bool)}
+	for _, a := range hostAddrs {
+		c.host[a.Unmap().WithZone("")] = true
+	}
+	return c
+}
+
+// interfaceAddrs returns the host's own addresses, as Options.HostAddrs
+// defaults to.
+func interfaceAddrs() ([]netip.Addr, error) {
+	addrs, err := net.InterfaceAddrs()
+	if err != nil {
+		return nil, fmt.Errorf("netpolicy: listing the host's addresses: %w", err)
+	}
+	var out []netip.Addr
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok {
+			if ip, ok := netip.AddrFromSlice(n.IP); ok {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out, nil
+}
+
+// AddrPolicy is the proxy's check of the addresses a request may be
+// dialled to (steps 3 and 4 of the package documentation), for another
+// proxy that decides as this one does. It is an immutable value, safe
+// for concurrent use.
+type AddrPolicy struct{ c addrCheck }
+
+// NewAddrPolicy returns the check with hostAddrs as the host's own
+// addresses (refused to wildcard rules); nil means the addresses of
+// net.InterfaceAddrs, as for Options.HostAddrs.
+func NewAddrPolicy(hostAddrs []netip.Addr) (AddrPolicy, error) {
+	if hostAddrs == nil {
+		var err error
+		if hostAddrs, err = interfaceAddrs(); err != nil {
+			return AddrPolicy{}, err
+		}
+	}
+	return AddrPolicy{c: newAddrCheck(hostAddrs)}, nil
+}
+
+// Refusal says why a may not be dialled for a request allowed by a
+// wildcard rule (wildcard true) or by an exact name or IP-literal rule
+// (false), as a noun phrase ("metadata address 169.254.169.254"); ""
+// when it may. Metadata, link-local, unspecified, multicast, broadcast
+// and reserved addresses are refused whatever the rule; loopback,
+// private and host addresses only to a wildcard rule.
+func (p AddrPolicy) Refusal(a netip.Addr, wildcard bool) string {
+	return p.c.refusal(a, wildcard) // a zero AddrPolicy knows no host address
 }
 
 // refusal says why a may not be dialled for a request allowed by a

@@ -1,6 +1,8 @@
 package netpolicy
 
 import (
+	"bufio"
+	"net/http"
 	"net/netip"
 	"strings"
 	"testing"
@@ -8,6 +10,12 @@ import (
 
 func TestAddrRefusal(t *testing.T) {
 	c := addrCheck{host: map[netip.Addr]bool{netip.MustParseAddr("203.0.113.5"): true}}
+	// The exported check, as another proxy (internal/hermetic) uses it,
+	// must decide exactly as the proxy's own.
+	pol, err := NewAddrPolicy([]netip.Addr{netip.MustParseAddr("::ffff:203.0.113.5")})
+	if err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		addr     string
 		exact    string // refusal under an exact rule; "" for allowed
@@ -68,7 +76,81 @@ func TestAddrRefusal(t *testing.T) {
 				if (got == "") != (w.want == "") || !strings.Contains(got, w.want) {
 					t.Errorf("refusal(%s, wildcard %v) = %q, want %q", a, w.wildcard, got, w.want)
 				}
+				if exp := pol.Refusal(a, w.wildcard); exp != got {
+					t.Errorf("AddrPolicy.Refusal(%s, wildcard %v) = %q, the proxy's %q", a, w.wildcard, exp, got)
+				}
 			}
 		})
+	}
+}
+
+func TestAddrPolicyDefaults(t *testing.T) {
+	// The zero value refuses what is always refused and knows no host
+	// address; nil host addresses are the host's interfaces, so the
+	// host's loopback is one of them.
+	var zero AddrPolicy
+	if r := zero.Refusal(netip.MustParseAddr("169.254.169.254"), false); !strings.Contains(r, "metadata") {
+		t.Errorf("zero AddrPolicy: metadata address allowed (%q)", r)
+	}
+	p, err := NewAddrPolicy(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := p.Refusal(netip.MustParseAddr("127.0.0.1"), true); r == "" {
+		t.Error("wildcard rule: loopback allowed")
+	}
+	if r := p.Refusal(netip.MustParseAddr("127.0.0.1"), false); r != "" {
+		t.Errorf("exact rule: loopback refused (%q)", r)
+	}
+}
+
+func TestParseHostExported(t *testing.T) {
+	tests := []struct {
+		in, want string
+		ip       bool
+	}{
+		{"Astral.SH.", "astral.sh", false},
+		{"10.1.2.3", "10.1.2.3", true},
+		{"[2001:DB8::1]", "[2001:db8::1]", true},
+		{"[::ffff:127.0.0.1]", "127.0.0.1", true},
+		{"2130706433", "", false},
+		{"127.1", "", false},
+		{"0x7f.1", "", false},
+		{"bad host", "", false},
+		{"2001:db8::1", "", false},
+		{"", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, ip, err := ParseHost(tt.in)
+			if tt.want == "" {
+				if err == nil {
+					t.Fatalf("ParseHost(%q) = %q, want an error", tt.in, got)
+				}
+				return
+			}
+			if err != nil || got != tt.want || ip.IsValid() != tt.ip {
+				t.Fatalf("ParseHost(%q) = %q, %v, %v; want %q (IP %v)", tt.in, got, ip, err, tt.want, tt.ip)
+			}
+		})
+	}
+}
+
+// TestExportedHelpers: Clean and ReadResponse, as internal/hermetic uses
+// them, are the proxy's own.
+func TestExportedHelpers(t *testing.T) {
+	for _, s := range []string{"plain", "tab\tnew\nline", "ünïcode", strings.Repeat("x", 1000)} {
+		if Clean(s) != clean(s) || len(Clean(s)) > maxReason+3 {
+			t.Errorf("Clean(%.20q) = %.20q", s, Clean(s))
+		}
+	}
+	in := "HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+	resp, err := ReadResponse(bufio.NewReader(strings.NewReader(in)), &http.Request{Method: "GET"})
+	if err != nil || resp.StatusCode != 200 {
+		t.Fatalf("ReadResponse: %v, %v", resp, err)
+	}
+	up := "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n"
+	if _, err := ReadResponse(bufio.NewReader(strings.NewReader(up)), &http.Request{Method: "GET"}); err == nil {
+		t.Error("ReadResponse took a 101")
 	}
 }

@@ -158,9 +158,15 @@ func outgoing(req *http.Request, h host, port int) *http.Request {
 	return out
 }
 
-// readResponse reads the upstream's response, skipping 1xx interim
-// responses (the proxy answered Expect itself). A 101 is an error: the
-// proxy removed Upgrade, so the upstream may not switch protocols.
+// ReadResponse reads an upstream's response to req as the proxy does,
+// for another proxy that forwards as this one: 1xx interim responses are
+// skipped (the proxy answers Expect itself), and a 101 is an error (the
+// proxy removes Upgrade, so the upstream may not switch protocols).
+func ReadResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
+	return readResponse(br, req)
+}
+
+// readResponse is ReadResponse.
 func readResponse(br *bufio.Reader, req *http.Request) (*http.Response, error) {
 	for {
 		resp, err := http.ReadResponse(br, req)

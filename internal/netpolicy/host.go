@@ -84,6 +84,22 @@ func parseHost(s string) (host, error) {
 	return host{name: name}, nil
 }
 
+// ParseHost reads a host (without a port) as the proxy reads one from a
+// request: a DNS name, a dotted-quad IPv4 address, or an IPv6 address in
+// brackets. It returns the host in the form Decision.Host gives (a name
+// in lower case without a trailing dot, a dotted quad, a bracketed IPv6
+// address) and, for an IP literal, its address (unmapped). A host that
+// is numeric in its last label but not a dotted quad ("2130706433",
+// "127.1"), a non-ASCII name, or any other form is an error: such a
+// host is refused, never resolved.
+func ParseHost(s string) (canonical string, ip netip.Addr, err error) {
+	h, err := parseHost(s)
+	if err != nil {
+		return "", netip.Addr{}, err
+	}
+	return h.String(), h.ip, nil
+}
+
 // parseIPv6 parses the inside of brackets. It refuses zones and IPv4
 // addresses, and unmaps IPv4-mapped addresses.
 func parseIPv6(s string) (netip.Addr, error) {

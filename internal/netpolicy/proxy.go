@@ -140,23 +140,14 @@ func New(o Options) (*Proxy, error) {
 		o.Dial = d.DialContext
 	}
 	if o.HostAddrs == nil {
-		addrs, err := net.InterfaceAddrs()
+		addrs, err := interfaceAddrs()
 		if err != nil {
-			return nil, fmt.Errorf("netpolicy: listing the host's addresses: %w", err)
+			return nil, err
 		}
-		for _, a := range addrs {
-			if n, ok := a.(*net.IPNet); ok {
-				if ip, ok := netip.AddrFromSlice(n.IP); ok {
-					o.HostAddrs = append(o.HostAddrs, ip)
-				}
-			}
-		}
+		o.HostAddrs = addrs
 	}
 	o.Allow = append(AllowList(nil), o.Allow...)
-	check := addrCheck{host: make(map[netip.Addr]bool)}
-	for _, a := range o.HostAddrs {
-		check.host[a.Unmap().WithZone("")] = true
-	}
+	check := newAddrCheck(o.HostAddrs)
 	ctx, cancel := context.WithCancel(context.Background())
 	return &Proxy{
 		o:         o,
@@ -389,9 +380,12 @@ func (p *Proxy) record(d Decision) {
 
 const maxReason = 256
 
-// clean makes text that may quote what the agent sent fit for a
-// Decision: printable ASCII ('?' for anything else), at most maxReason
-// bytes.
+// Clean makes text that may quote what a client sent fit for a record,
+// as every text of a Decision is: printable ASCII ('?' for anything
+// else), at most 256 bytes and "...".
+func Clean(s string) string { return clean(s) }
+
+// clean is Clean.
 func clean(s string) string {
 	s = strings.Map(func(r rune) rune {
 		if r < 0x20 || r >= 0x7f {
