@@ -3,6 +3,7 @@ package hermetic
 import (
 	"errors"
 	"fmt"
+	"github.com/proctor-sandbox/proctor/internal/netpolicy"
 	"strconv"
 )
 
@@ -27,7 +28,7 @@ var (
 	// ErrBadCA: the store's CA file cannot be read as a CA.
 	ErrBadCA = errors.New("hermetic: bad CA file")
 	// ErrBadHostMap: a host mapping entry is malformed. See HostMapError.
-	ErrBadHostMap = errors.New("hermetic: bad host mapping")
+	ErrBadHostMap = netpolicy.ErrBadHostMap
 	// ErrBadKey: a store key is not 1-128 of [A-Za-z0-9._-] (not starting
 	// with '.').
 	ErrBadKey = errors.New("hermetic: bad recording key")
@@ -73,16 +74,6 @@ func (e *IndexError) Error() string {
 // Unwrap returns the sentinel.
 func (e *IndexError) Unwrap() error { return e.Err }
 
-// HostMapError reports a host mapping entry ParseHostMap refused.
-type HostMapError struct {
-	Index  int    // position in the list
-	Entry  string // as given
-	Reason string // lower case, no final period
-}
-
-func (e *HostMapError) Error() string {
-	return fmt.Sprintf("hermetic: host mapping %d %q: %s", e.Index, e.Entry, e.Reason)
-}
-
-// Unwrap returns ErrBadHostMap.
-func (e *HostMapError) Unwrap() error { return ErrBadHostMap }
+// HostMapError reports a host mapping entry ParseHostMap refused
+// (netpolicy.HostMapError).
+type HostMapError = netpolicy.HostMapError

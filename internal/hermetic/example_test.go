@@ -25,7 +25,7 @@ func ExampleParseHostMap() {
 	fmt.Println(err)
 	// Output:
 	// [astral.sh=127.0.0.1:8443 deb.debian.org=[2001:db8::5]]
-	// hermetic: host mapping 0 "astral.sh=mirror.example": address "mirror.example": not an IP address (dotted quad, or IPv6 in brackets)
+	// host mapping 0 "astral.sh=mirror.example": address "mirror.example": not an IP address (dotted quad, or IPv6 in brackets)
 }
 
 // The learning run records what the verifier fetches; every grading run

@@ -2,12 +2,15 @@ package netpolicy
 
 import (
 	"errors"
+	"fmt"
 	"strconv"
 )
 
 var (
 	// ErrBadRule is matched (errors.Is) by every *RuleError.
 	ErrBadRule = errors.New("netpolicy: bad allow-list entry")
+	// ErrBadHostMap is matched by every *HostMapError.
+	ErrBadHostMap = errors.New("netpolicy: bad host mapping")
 
 	// ErrClosed is returned by Serve when it is called after Close.
 	ErrClosed = errors.New("netpolicy: proxy closed")
@@ -33,3 +36,17 @@ func (e *RuleError) Error() string {
 
 // Unwrap returns ErrBadRule.
 func (e *RuleError) Unwrap() error { return ErrBadRule }
+
+// HostMapError reports a host mapping entry ParseHostMap refused.
+type HostMapError struct {
+	Index  int    // position in the list
+	Entry  string // as given
+	Reason string // lower case, no final period
+}
+
+func (e *HostMapError) Error() string {
+	return fmt.Sprintf("host mapping %d %q: %s", e.Index, e.Entry, e.Reason)
+}
+
+// Unwrap returns ErrBadHostMap.
+func (e *HostMapError) Unwrap() error { return ErrBadHostMap }

@@ -57,7 +57,7 @@ type Options struct {
 	// address, the operator's own, is dialled as given (a mirror, a test's
 	// server on loopback). A zero port keeps the port asked for. Names are
 	// lower case, without a trailing dot.
-	HostMap map[string]netip.AddrPort
+	HostMap HostMap
 
 	// Open allows what no rule of Allow matches as a wildcard rule would,
 	// on any port: any name or IP literal whose addresses are public. The
