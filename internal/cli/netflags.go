@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 
@@ -25,6 +26,8 @@ type netFlags struct {
 	noAudit    bool
 	internet   bool
 	hostMap    []string
+	verifier   []string // the grader's allow-list while the verifier's fetches are recorded
+	caFiles    []string
 }
 
 func (f *netFlags) register(c *cobra.Command) {
@@ -32,6 +35,8 @@ func (f *netFlags) register(c *cobra.Command) {
 	c.Flags().StringArrayVar(&f.gateways, "model-gateway", nil, "NAME=URL[,NAME=URL…]: serve a model gateway inside; the real key comes from the host's NAME_API_KEY, the agent gets NAME_BASE_URL and a dummy NAME_API_KEY (repeatable)")
 	c.Flags().StringVar(&f.config, "config", "", "a TOML file with allow_hosts = [...], internet = true|false and a [model_gateway] table (default $PROCTOR_CONFIG)")
 	c.Flags().StringArrayVar(&f.hostMap, "host-map", nil, "NAME=ADDR[:PORT]: the proxy dials ADDR for NAME, still deciding and recording on NAME, as curl --resolve does (a mirror, a server of the operator's; repeatable)")
+	c.Flags().StringArrayVar(&f.verifier, "verifier-allow-host", nil, "let the task's verifier fetch its tools from HOST[:PORT] while they are recorded on the pristine environment, once per task (repeatable; trials' graders get only the recording, replayed)")
+	c.Flags().StringArrayVar(&f.caFiles, "ca-file", nil, "PEM certificates the verifier's recorder trusts upstream besides the system's (a mirror's, a test's; repeatable)")
 	c.Flags().BoolVar(&f.internet, "internet", false, "grant open egress through the proxy to tasks that ask for the internet (allow_internet = true), as Harbor does: every connection decided and recorded, private and metadata addresses refused, the trial marked open-network (without it such a task's agent gets the allow-list and its gateways only)")
 	c.Flags().BoolVar(&f.noAudit, "no-audit", false, "do not record the agent's attempts on hidden paths and its connects (recorded as off in the verdict; hiding and the network cut stay)")
 }
@@ -43,12 +48,21 @@ type runConfig struct {
 	ModelGateway map[string]string `toml:"model_gateway"`
 	Internet     bool              `toml:"internet"`
 	HostMap      []string          `toml:"host_map"`
+	Verifier     []string          `toml:"verifier_allow_hosts"`
+	CAFiles      []string          `toml:"ca_files"`
 }
 
 // resolved returns the hosts and gateway specs of the config file and the
 // flags together, the gateways checked, and whether open egress is granted
 // (by either).
 func (f *netFlags) resolved() (hosts, gateways []string, internet bool, hostMap []string, err error) {
+	hosts, gateways, internet, hostMap, _, _, err = f.resolvedAll()
+	return hosts, gateways, internet, hostMap, err
+}
+
+// resolvedAll is resolved, with the verifier's allow-list and the
+// recorder's upstream roots.
+func (f *netFlags) resolvedAll() (hosts, gateways []string, internet bool, hostMap, verifier, caFiles []string, err error) {
 	path := f.config
 	if path == "" {
 		path = os.Getenv("PROCTOR_CONFIG")
@@ -56,9 +70,9 @@ func (f *netFlags) resolved() (hosts, gateways []string, internet bool, hostMap 
 	if path != "" {
 		cfg, err := readRunConfig(path)
 		if err != nil {
-			return nil, nil, false, nil, err
+			return nil, nil, false, nil, nil, nil, err
 		}
-		internet, hostMap = cfg.Internet, cfg.HostMap
+		internet, hostMap, verifier, caFiles = cfg.Internet, cfg.HostMap, cfg.Verifier, cfg.CAFiles
 		hosts = append(hosts, cfg.AllowHosts...)
 		names := make([]string, 0, len(cfg.ModelGateway))
 		for k := range cfg.ModelGateway {
@@ -73,24 +87,34 @@ func (f *netFlags) resolved() (hosts, gateways []string, internet bool, hostMap 
 	gateways = append(gateways, f.gateways...)
 	if len(gateways) > 0 {
 		if _, err := gateway.ParseSpecs(strings.Join(gateways, ",")); err != nil {
-			return nil, nil, false, nil, usageErr("--model-gateway: %v", err)
+			return nil, nil, false, nil, nil, nil, usageErr("--model-gateway: %v", err)
 		}
 	}
 	hostMap = append(hostMap, f.hostMap...)
 	if _, err := netpolicy.ParseHostMap(hostMap); err != nil {
-		return nil, nil, false, nil, usageErr("--host-map: %v", err)
+		return nil, nil, false, nil, nil, nil, usageErr("--host-map: %v", err)
 	}
-	return hosts, gateways, internet || f.internet, hostMap, nil
+	verifier = append(verifier, f.verifier...)
+	if _, err := netpolicy.ParseAllowList(verifier); err != nil {
+		return nil, nil, false, nil, nil, nil, usageErr("--verifier-allow-host: %v", err)
+	}
+	caFiles = append(caFiles, f.caFiles...)
+	for i, c := range caFiles {
+		if caFiles[i], err = filepath.Abs(c); err != nil {
+			return nil, nil, false, nil, nil, nil, err
+		}
+	}
+	return hosts, gateways, internet || f.internet, hostMap, verifier, caFiles, nil
 }
 
 // apply fills o.Net and o.NoAudit from the flags and the config file.
 func (f *netFlags) apply(o *trial.Options) error {
-	hosts, gw, internet, hostMap, err := f.resolved()
+	hosts, gw, internet, hostMap, verifier, caFiles, err := f.resolvedAll()
 	if err != nil {
 		return err
 	}
 	o.Net.AllowHosts = append(o.Net.AllowHosts, hosts...)
-	o.Net.Internet, o.Net.HostMap = internet, hostMap
+	o.Net.Internet, o.Net.HostMap, o.Net.VerifierHosts, o.Net.CAFiles = internet, hostMap, verifier, caFiles
 	if len(gw) > 0 {
 		specs, err := gateway.ParseSpecs(strings.Join(gw, ","))
 		if err != nil {
@@ -114,7 +138,7 @@ func readRunConfig(path string) (*runConfig, error) {
 	if err := dec.Decode(&cfg); err != nil {
 		var sm *toml.StrictMissingError
 		if errors.As(err, &sm) && len(sm.Errors) > 0 {
-			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts, internet, host_map or [model_gateway])", path, strings.Join(sm.Errors[0].Key(), "."))
+			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts, internet, host_map, verifier_allow_hosts, ca_files or [model_gateway])", path, strings.Join(sm.Errors[0].Key(), "."))
 		}
 		var de *toml.DecodeError
 		if errors.As(err, &de) {

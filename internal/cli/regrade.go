@@ -64,6 +64,7 @@ when the regrade could not run.`,
 				Out: out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir, Progress: o.Progress,
 				AgentPhase: was.Phases[trial.PhaseAgent],
 				Tooling:    bundledTooling(filepath.Dir(args[0]), was), ToolingDigest: toolingDigest(was),
+				Recording: filepath.Dir(args[0]), RecordingDigest: recordingDigest(was),
 			})
 			if err != nil {
 				return err
@@ -168,4 +169,13 @@ func toolingDigest(v *trial.Verdict) string {
 		return ""
 	}
 	return v.Tooling.Digest
+}
+
+// recordingDigest is the digest of the trial's recording of the
+// verifier's fetches, "" for a trial from before hermetic grading.
+func recordingDigest(v *trial.Verdict) string {
+	if v.Hermetic == nil {
+		return ""
+	}
+	return v.Hermetic.Digest
 }

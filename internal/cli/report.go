@@ -340,6 +340,7 @@ func regradeOne(c *cobra.Command, trialDir, taskDir, cacheDir, scratchDir string
 		Out: filepath.Join(tmp, "out"), CacheDir: cacheDir, ScratchDir: scratchDir,
 		AgentPhase: was.Phases[trial.PhaseAgent],
 		Tooling:    bundledTooling(trialDir, &was), ToolingDigest: toolingDigest(&was),
+		Recording: trialDir, RecordingDigest: recordingDigest(&was),
 	})
 	if err != nil {
 		return "", err

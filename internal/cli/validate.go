@@ -136,7 +136,7 @@ could not be run.`,
 					v, err := trial.Regrade(c.Context(), trial.RegradeOptions{
 						Task: t, Archive: filepath.Join(first, trial.ChangesetFile), Digest: oracles[0].Changeset.Digest,
 						Out: filepath.Join(base, fmt.Sprintf("regrade-%d", i)), CacheDir: o.CacheDir, ScratchDir: o.ScratchDir,
-						Progress: o.Progress, AgentPhase: oracles[0].Phases[trial.PhaseAgent],
+						Progress: o.Progress, AgentPhase: oracles[0].Phases[trial.PhaseAgent], Net: o.Net,
 					})
 					if err != nil {
 						return fmt.Errorf("regrade %d: %w", i, err)

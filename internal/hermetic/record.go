@@ -22,6 +22,10 @@ type RecordOptions struct {
 	Allow netpolicy.AllowList
 	// HostMap sends a name's connections to another address (--host-map).
 	HostMap HostMap
+	// Open lets through, besides Allow, any name or IP literal on any port
+	// as a wildcard rule would (netpolicy.OpenRule: public addresses only):
+	// the operator's open egress, for the pristine verifier's run only.
+	Open bool
 	// Roots are trusted upstream besides the system's roots (--ca-file).
 	Roots []*x509.Certificate
 	// Record receives one Decision per request and tunnel, when answered.
@@ -133,10 +137,24 @@ func (r *Recorder) Recording() (*Recording, error) {
 	return newRecording(ex, r.store.BlobDir())
 }
 
+// match finds the rule that lets host:port through: the allow-list's, or
+// with Open the open rule.
+func (r *Recorder) match(host string, port int) (netpolicy.Rule, bool) {
+	if rule, ok := r.o.Allow.Match(host, port); ok {
+		return rule, true
+	}
+	if r.o.Open {
+		if _, _, err := netpolicy.ParseHost(host); err == nil {
+			return netpolicy.OpenRule(), true
+		}
+	}
+	return netpolicy.Rule{}, false
+}
+
 // tunnel opens a tunnel to a host on the allow-list; a refusal is
 // recorded as a CONNECT exchange.
 func (r *Recorder) tunnel(host string, port int) *answer {
-	if _, ok := r.o.Allow.Match(host, port); ok {
+	if _, ok := r.match(host, port); ok {
 		return nil
 	}
 	e, err := r.put(Exchange{Method: http.MethodConnect, URL: tunnelKey(host, port), Status: http.StatusForbidden,
@@ -243,7 +261,7 @@ func (r *Recorder) fetchOrRefuse(q *request, d *Decision) (Exchange, error) {
 		e.Status, e.Refused = status, clean(reason)
 		return e, nil
 	}
-	rule, ok := r.o.Allow.Match(q.host, q.port)
+	rule, ok := r.match(q.host, q.port)
 	if !ok {
 		return refuse(http.StatusForbidden, "not on the allow-list")
 	}

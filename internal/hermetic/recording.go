@@ -181,6 +181,10 @@ func (r *Recording) lookup(k key) (*Exchange, bool) {
 }
 
 // newRecording makes the Recording of exchanges, which must be valid.
+// EmptyRecording is the recording of a verifier that fetched nothing: its
+// replay refuses every request.
+func EmptyRecording() (*Recording, error) { return newRecording([]Exchange{}, "") }
+
 func newRecording(ex []Exchange, blobDir string) (*Recording, error) {
 	ex = slices.Clone(ex)
 	slices.SortFunc(ex, func(a, b Exchange) int { return a.key().less(b.key()) })

@@ -5,11 +5,13 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"golang.org/x/sys/unix"
 	"hash"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 )
 
@@ -206,6 +208,24 @@ func verifyBlob(f *os.File, b Blob) error {
 	return nil
 }
 
+// linkChecked checks the open body f and links that file (not its name)
+// into dir; false when the filesystems differ (f is then rewound for a
+// copy).
+func linkChecked(f *os.File, b Blob, dir string) (bool, error) {
+	if err := verifyBlob(f, b); err != nil {
+		return false, err
+	}
+	err := unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(int(f.Fd())), unix.AT_FDCWD,
+		filepath.Join(dir, BlobFile(b.SHA256)), unix.AT_SYMLINK_FOLLOW)
+	if err == nil {
+		return true, nil
+	}
+	if _, serr := f.Seek(0, io.SeekStart); serr != nil {
+		return false, serr
+	}
+	return false, nil
+}
+
 // copyBlobs copies r's bodies from its blob directory into dir, checking
 // each, unless dir already holds a good copy.
 func copyBlobs(r *Recording, dir string) error {
@@ -240,6 +260,16 @@ func copyBlobs(r *Recording, dir string) error {
 		f, err := openBlob(src, b)
 		if err != nil {
 			return err
+		}
+		// Where the two share a filesystem, the very file just checked is
+		// linked, not copied: a recording of tools is tens of megabytes,
+		// and every trial's bundle holds it.
+		if linked, err := linkChecked(f, b, dir); err != nil || linked {
+			f.Close()
+			if err != nil {
+				return err
+			}
+			continue
 		}
 		w, err := newBlobWriter(dir)
 		if err != nil {

@@ -94,4 +94,3 @@ func (m HostMap) Strings() []string {
 	sort.Strings(out)
 	return out
 }
-

@@ -24,7 +24,7 @@ func (v verdict) allowed() bool { return v.reason == "" }
 func (p *Proxy) decide(h host, port int) verdict {
 	rule, ok := p.o.Allow.match(h, port)
 	if !ok && p.o.Open {
-		rule, ok = Rule{wildcard: true}, true // String() "*"
+		rule, ok = OpenRule(), true
 	}
 	if !ok {
 		if h.isIP() {

@@ -34,6 +34,11 @@ type Rule struct {
 	port     int // 0: 80 and 443
 }
 
+// OpenRule is the rule of open egress (Options.Open): a wildcard over
+// every name, IP literal and port, so that only public addresses are
+// dialled. Its String is "*".
+func OpenRule() Rule { return Rule{wildcard: true} }
+
 // Wildcard reports whether r is a "*." rule.
 func (r Rule) Wildcard() bool { return r.wildcard }
 

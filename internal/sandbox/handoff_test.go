@@ -355,3 +355,40 @@ func TestWatchFiles(t *testing.T) {
 		t.Error("WatchNet with WatchFiles was accepted")
 	}
 }
+
+// A files watch and listeners together (a traced grader behind a proxy):
+// the watch is handed over before the fork, the listeners when the command
+// is placed, and the command reaches what the host serves on them.
+func TestWatchFilesWithListeners(t *testing.T) {
+	requireRoot(t)
+	var mu sync.Mutex
+	execs := 0
+	spec := Spec{Rootfs: RootfsHost, Listen: []string{"127.0.0.1:3128"},
+		Args:   []string{"python3", "-c", "import socket; s = socket.create_connection(('127.0.0.1', 3128)); print(s.recv(5).decode())"},
+		Limits: Limits{Timeout: 60 * time.Second, MemoryBytes: 256 << 20, Pids: 100}}
+	spec.Serve = func(ls []net.Listener) {
+		go func() {
+			c, err := ls[0].Accept()
+			if err == nil {
+				c.Write([]byte("hello"))
+				c.Close()
+			}
+		}()
+	}
+	spec.WatchFiles = func(a seccomp.FileAccess) {
+		if a.Op == seccomp.OpExec {
+			mu.Lock()
+			execs++
+			mu.Unlock()
+		}
+	}
+	res, out, errOut := runSpec(t, spec)
+	if res.ExitCode != 0 || strings.TrimSpace(out) != "hello" {
+		t.Fatalf("exit %d, out %q, err %q", res.ExitCode, out, errOut)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if execs == 0 {
+		t.Errorf("the watch saw no exec")
+	}
+}

@@ -84,7 +84,11 @@ func RunInit(args []string) int {
 		if _, err := io.ReadFull(fromHost, b[:]); err != nil || b[1] != goAhead {
 			return fail(&SetupError{Step: "waiting for the host", Err: fmt.Errorf("no go-ahead from the host (%v)", err)})
 		}
-		h.close()
+		// The host holds the watch now; the listeners, if any, are handed
+		// over when the command is placed.
+		if h.notifyFile != nil {
+			h.notifyFile.Close()
+		}
 		h.notify, h.notifyFile, h.spent = -1, nil, true
 	}
 

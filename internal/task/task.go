@@ -3,6 +3,7 @@ package task
 import (
 	"errors"
 	"fmt"
+	"github.com/proctor-sandbox/proctor/internal/netpolicy"
 	"io"
 	"io/fs"
 	"math"
@@ -230,6 +231,10 @@ type ProctorConfig struct {
 	// what the report must show (read from tests/expected.json).
 	Results  string
 	Expected *Expected
+	// VerifierHosts are hosts the verifier fetches its tools from, let
+	// through (with the operator's) while its fetches are recorded on the
+	// pristine environment; a trial's grader only gets the recording.
+	VerifierHosts []string
 	// PinnedEnv are variables the task pins in every phase, on top of the
 	// harness's pinned defaults (TZ, LANG, LC_ALL), e.g. PYTHONHASHSEED;
 	// never nil. They are recorded in the verdict.
@@ -663,7 +668,7 @@ func checkWorkdir(w string) error {
 }
 
 // proctorKeys are the keys of the [proctor] table.
-var proctorKeys = map[string]bool{"rootfs": true, "workspace": true, "git_base": true, "grading": true, "protected": true, "pass_threshold": true, "results": true, "expected": true, "pinned_env": true}
+var proctorKeys = map[string]bool{"rootfs": true, "workspace": true, "git_base": true, "grading": true, "protected": true, "pass_threshold": true, "results": true, "expected": true, "pinned_env": true, "verifier_hosts": true}
 
 func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 	tb, err := top.table("proctor")
@@ -674,7 +679,7 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 	// otherwise leave a task silently weaker than its author meant.
 	for k := range tb.m {
 		if !proctorKeys[k] {
-			return ProctorConfig{}, tb.errorf(quoteKey(k), ErrUnknownValue, "unknown key (want one of rootfs, workspace, git_base, grading, protected, pass_threshold, results, expected, pinned_env)")
+			return ProctorConfig{}, tb.errorf(quoteKey(k), ErrUnknownValue, "unknown key (want one of rootfs, workspace, git_base, grading, protected, pass_threshold, results, expected, pinned_env, verifier_hosts)")
 		}
 	}
 	c := ProctorConfig{Rootfs: RootfsHost, Grading: GradingWorkspace, PassThreshold: DefaultPassThreshold}
@@ -789,6 +794,14 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 	}
 	if err := l.results(tb, &c); err != nil {
 		return c, err
+	}
+	if c.VerifierHosts, _, err = tb.strings("verifier_hosts"); err != nil {
+		return c, err
+	}
+	for i, h := range c.VerifierHosts {
+		if _, err := netpolicy.ParseRule(h); err != nil {
+			return c, tb.errorf(fmt.Sprintf("verifier_hosts[%d]", i), ErrValue, "%v", err)
+		}
 	}
 	return c, nil
 }

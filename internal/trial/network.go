@@ -8,10 +8,10 @@ import (
 	"net/netip"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 
 	"github.com/proctor-sandbox/proctor/internal/gateway"
+	"github.com/proctor-sandbox/proctor/internal/hermetic"
 	"github.com/proctor-sandbox/proctor/internal/netpolicy"
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/seccomp"
@@ -40,6 +40,12 @@ type NetOptions struct {
 	// HostMap sends names to the operator's addresses (NAME=ADDR[:PORT],
 	// as curl --resolve): decided on the name, dialled at the address.
 	HostMap []string
+	// VerifierHosts are the grader's allow-list while the pristine
+	// verifier's fetches are recorded (hermetic.go), with the task's
+	// [proctor] verifier_hosts; Internet opens that run too. CAFiles are
+	// PEM roots the recorder trusts upstream besides the system's.
+	VerifierHosts []string
+	CAFiles       []string
 	// Getenv reads the host's real API keys (NAME_API_KEY); nil: none.
 	Getenv func(string) string
 	// Resolve and Dial replace the proxy's DNS and dialling (tests).
@@ -121,6 +127,12 @@ func checkNet(o *Options) (keys map[string]string, err error) {
 	}
 	if _, err := netpolicy.ParseHostMap(n.HostMap); err != nil {
 		return nil, fmt.Errorf("--host-map: %w", err)
+	}
+	if _, err := netpolicy.ParseAllowList(n.VerifierHosts); err != nil {
+		return nil, fmt.Errorf("--verifier-allow-host: %w", err)
+	}
+	if _, err := hermetic.ReadRoots(n.CAFiles...); err != nil {
+		return nil, fmt.Errorf("--ca-file: %w", err)
 	}
 	if err := checkLoopback(o); err != nil {
 		return nil, err
@@ -261,13 +273,9 @@ func (r *runner) startNet() (*agentNet, error) {
 			n.listen = append(n.listen, a.String())
 			n.serve = append(n.serve, p.ServeLoopback)
 		}
-		url := "http://" + ProxyAddr
-		for _, k := range []string{"HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY"} {
-			n.env = append(n.env, k+"="+url, strings.ToLower(k)+"="+url)
-		}
 		// NO_PROXY keeps the gateways, and the loopback hosts on the
 		// list, direct; Node reads the proxy variables only when asked to.
-		n.env = append(n.env, "NO_PROXY=localhost,127.0.0.1,::1", "no_proxy=localhost,127.0.0.1,::1", "NODE_USE_ENV_PROXY=1")
+		n.env = append(n.env, proxyEnv()...)
 	}
 	for i, g := range r.o.Net.Gateways {
 		gw, err := gateway.New(gateway.Options{Spec: g, Key: r.keys[g.Name], Transport: r.o.Net.GatewayTransport, Record: r.gatewayCall,

@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/proctor-sandbox/proctor/internal/hermetic"
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/task"
 	"github.com/proctor-sandbox/proctor/internal/workspace"
@@ -33,6 +34,16 @@ type RegradeOptions struct {
 	// verdict recorded: the regrade keeps the agent out of the same
 	// tooling. Empty: the profile is the task's, as a new trial gets it.
 	Tooling, ToolingDigest string
+	// Recording is the directory holding the trial's recording of the
+	// verifier's fetches (its bundle's directory) and RecordingDigest the
+	// digest its verdict recorded: the grader gets that replayed, and
+	// needs no network. Empty with Tooling set: a trial from before
+	// hermetic grading, graded with no network.
+	Recording, RecordingDigest string
+	// Net is the run's network, for a regrade that learns the task's
+	// profile and recording afresh (no Tooling given): the same options
+	// find the same cached ones.
+	Net NetOptions
 }
 
 // Regrade runs the policy and the grading phase of a trial again, on the
@@ -77,7 +88,7 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 		TimingsMS: map[string]int64{},
 	}
 	r := &runner{o: Options{Task: t, Out: o.Out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir,
-		LogCap: DefaultLogCap, Limits: o.Limits, Progress: o.Progress}, v: v}
+		LogCap: DefaultLogCap, Limits: o.Limits, Progress: o.Progress, Net: o.Net}, v: v}
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}
@@ -89,7 +100,14 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 		return nil, err
 	}
 	err = r.beside(func() error {
-		if err := r.loadTooling(ctx, o.Tooling, o.ToolingDigest); err != nil {
+		var rec *hermetic.Recording
+		if o.RecordingDigest != "" {
+			var err error
+			if rec, err = hermetic.LoadDir(o.Recording, o.RecordingDigest); err != nil {
+				return fmt.Errorf("the trial's recording of the verifier's fetches: %w", err)
+			}
+		}
+		if err := r.loadTooling(ctx, o.Tooling, o.ToolingDigest, rec); err != nil {
 			return err
 		}
 		return r.regrade(ctx, o.Archive, cs)

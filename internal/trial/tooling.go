@@ -17,6 +17,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/proctor-sandbox/proctor/internal/hermetic"
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/seccomp"
 	"github.com/proctor-sandbox/proctor/internal/tooling"
@@ -48,6 +49,11 @@ type learning struct {
 	accesses []tooling.Access
 	profile  *tooling.Profile
 	err      error
+	// noTrace: the run records the verifier's fetches only (a task with no
+	// oracle has nothing to learn the tooling from).
+	noTrace bool
+	// recording is what the verifier fetched through the recorder.
+	recording *hermetic.Recording
 }
 
 func (lr *learning) record(a seccomp.FileAccess) {
@@ -81,7 +87,7 @@ func (r *runner) toolingKey() string {
 // bundle), the cached one, or one learned now from the oracle; a built-in
 // one when there is no oracle or it did not pass. It writes the profile
 // to OUT and records it in the verdict.
-func (r *runner) loadTooling(ctx context.Context, given string, givenDigest string) error {
+func (r *runner) loadTooling(ctx context.Context, given string, givenDigest string, recording *hermetic.Recording) error {
 	start := time.Now()
 	var p *tooling.Profile
 	var b []byte // the profile as stored: canonical JSON, as Marshal wrote it
@@ -114,16 +120,56 @@ func (r *runner) loadTooling(ctx context.Context, given string, givenDigest stri
 				p = nil // a damaged cache entry is learned again
 			}
 		}
-		if p == nil {
-			if p, err = r.learnTooling(ctx); err != nil {
+		// The verifier's fetches are learned by the same run: a profile
+		// cached without them (or they without it) is learned again. A
+		// task with no oracle is run for its fetches only when the
+		// operator gave its verifier network to record: otherwise its
+		// grader has none, as ever.
+		key, err := r.hermeticKey()
+		if err != nil {
+			return err
+		}
+		record := r.o.Task.Solution != "" || len(r.verifierHosts()) > 0 || r.o.Net.Internet
+		if record {
+			if recording, err = r.cachedRecording(key); err != nil {
 				return err
 			}
-			if b, err = p.Marshal(); err != nil {
+		}
+		recCached := recording != nil
+		if p == nil || (record && recording == nil) {
+			lp, lrec, err := r.learnTooling(ctx, record)
+			if err != nil {
 				return err
 			}
-			if err := writeAtomic(cache, b); err != nil {
-				return fmt.Errorf("caching the tooling profile: %w", err)
+			if p == nil {
+				p = lp
+				if b, err = p.Marshal(); err != nil {
+					return err
+				}
+				if err := writeAtomic(cache, b); err != nil {
+					return fmt.Errorf("caching the tooling profile: %w", err)
+				}
 			}
+			if record && recording == nil {
+				recording = lrec
+				st, _, err := r.hermeticStore()
+				if err != nil {
+					return err
+				}
+				if err := st.Save(key, recording); err != nil {
+					return fmt.Errorf("caching the verifier's recording: %w", err)
+				}
+			}
+		}
+		if recording != nil {
+			if err := r.useRecording(recording, recCached); err != nil {
+				return err
+			}
+		}
+	}
+	if given != "" && recording != nil {
+		if err := r.useRecording(recording, true); err != nil {
+			return err
 		}
 	}
 	d := tooling.DigestOf(b)
@@ -163,37 +209,66 @@ func writeAtomic(name string, b []byte) error {
 }
 
 // learnTooling runs the oracle as the agent and the grader on its changes
-// with every file access traced, and learns the profile from that. With
-// no oracle, or one that does not pass, the profile is the built-in one.
-func (r *runner) learnTooling(ctx context.Context) (*tooling.Profile, error) {
+// with every file access traced and its network through the recorder,
+// and learns the profile and the verifier's fetches from that. With no
+// oracle, the grader runs on the pristine environment (a do-nothing
+// agent) for its fetches alone, and the profile is the built-in one, as
+// it is when the oracle does not pass.
+func (r *runner) learnTooling(ctx context.Context, record bool) (*tooling.Profile, *hermetic.Recording, error) {
 	t := r.o.Task
-	if t.Solution == "" {
-		return r.builtinTooling(ctx, "the task has no solution/solve.sh to learn from")
+	oracle := t.Solution != ""
+	if !oracle && !record {
+		p, err := r.builtinTooling(ctx, "the task has no solution/solve.sh to learn from")
+		return p, nil, err
 	}
-	r.say("tooling: learning the verifier's tooling from the oracle")
+	if oracle {
+		r.say("tooling: learning the verifier's tooling and fetches from the oracle")
+	} else {
+		r.say("tooling: recording the verifier's fetches on the pristine environment")
+	}
 	out, err := os.MkdirTemp(r.o.ScratchDir, "proctor-learn-")
 	if err != nil {
-		return nil, fmt.Errorf("learning the tooling: %w", err)
+		return nil, nil, fmt.Errorf("learning the tooling: %w", err)
 	}
 	defer os.RemoveAll(out)
 	o := r.o
-	o.Agent, o.Solution, o.Out, o.Net, o.ReplayOf, o.Progress, o.NoAudit = OracleAgent, true, out, NetOptions{}, nil, nil, true
+	// The oracle is trusted: it gets the operator's network for agents,
+	// not the model gateways or their recordings.
+	o.Agent, o.Solution, o.Out, o.ReplayOf, o.Progress, o.NoAudit = OracleAgent, true, out, nil, nil, true
+	o.Net.Gateways, o.Net.Record, o.Net.Replay = nil, false, nil
+	if !oracle {
+		o.Agent, o.Solution = "true", false
+	}
 	sub := &runner{o: o, env: r.env, ws: r.ws, hostMasks: r.hostMasks, hostScan: r.hostScan, image: r.image,
-		inputs: r.inputs, hashes: r.hashes, learn: &learning{},
+		inputs: r.inputs, hashes: r.hashes, keys: r.keys, learn: &learning{noTrace: !oracle},
 		v: &Verdict{Violations: []Violation{}, TimingsMS: map[string]int64{},
 			Phases:        map[string]Phase{PhaseAgent: {LimitsHit: []sandbox.Limit{}}, PhaseGrader: {LimitsHit: []sandbox.Limit{}}},
 			PassThreshold: t.Proctor.PassThreshold}}
 	if err := sub.run(ctx); err != nil {
-		return nil, fmt.Errorf("learning the tooling from the oracle: %w", err)
+		return nil, nil, fmt.Errorf("learning the tooling from the oracle: %w", err)
 	}
 	sub.v.settle()
 	if sub.learn.err != nil {
-		return nil, fmt.Errorf("learning the tooling from the oracle: %w", sub.learn.err)
+		return nil, nil, fmt.Errorf("learning the tooling from the oracle: %w", sub.learn.err)
 	}
-	if !sub.v.Passed || sub.learn.profile == nil {
-		return r.builtinTooling(ctx, fmt.Sprintf("the oracle did not pass (status %s, reward %g): nothing learned", sub.v.Status, sub.v.Reward))
+	rec := sub.learn.recording
+	if rec == nil {
+		// The grader never ran (a changeset over the limits): nothing was
+		// fetched, and a trial's grader may fetch nothing.
+		if rec, err = hermetic.EmptyRecording(); err != nil {
+			return nil, nil, err
+		}
 	}
-	return sub.learn.profile, nil
+	var p *tooling.Profile
+	switch {
+	case !oracle:
+		p, err = r.builtinTooling(ctx, "the task has no solution/solve.sh to learn from")
+	case !sub.v.Passed || sub.learn.profile == nil:
+		p, err = r.builtinTooling(ctx, fmt.Sprintf("the oracle did not pass (status %s, reward %g): nothing learned", sub.v.Status, sub.v.Reward))
+	default:
+		p = sub.learn.profile
+	}
+	return p, rec, err
 }
 
 // builtinTooling is the fallback profile: the runners' known search

@@ -15,6 +15,7 @@ import (
 
 	"github.com/proctor-sandbox/proctor/internal/audit"
 	"github.com/proctor-sandbox/proctor/internal/grade"
+	"github.com/proctor-sandbox/proctor/internal/hermetic"
 	"github.com/proctor-sandbox/proctor/internal/image"
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/seccomp"
@@ -139,7 +140,7 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 	defer r.audit.Close()
 	r.event("trial.start", detail("task", t.Name, "agent", o.Agent, "grading", t.Proctor.Grading))
 	err = r.beside(func() error {
-		if err := r.loadTooling(ctx, "", ""); err != nil {
+		if err := r.loadTooling(ctx, "", "", nil); err != nil {
 			return err
 		}
 		return r.run(ctx)
@@ -289,6 +290,9 @@ type runner struct {
 	tooling *tooling.Profile
 	// learn is set in the oracle run that learns it (tooling.go).
 	learn *learning
+	// recording is what the pristine verifier fetched: the trial's
+	// grader gets it replayed, and nothing else (hermetic.go).
+	recording *hermetic.Recording
 }
 
 func (r *runner) say(format string, args ...any) {
@@ -706,10 +710,14 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	r.say("grading")
 	r.event("grader.start", detail("permitted", len(keep)))
 	var watch func(seccomp.FileAccess)
-	if r.learn != nil {
+	if r.learn != nil && !r.learn.noTrace {
 		watch = r.learn.record
 	}
-	res, err := sandbox.Run(ctx, sandbox.Spec{
+	gn, err := r.startGraderNet(l, s)
+	if err != nil {
+		return err
+	}
+	spec := sandbox.Spec{
 		WatchFiles: watch,
 		Overlays:   l.overlays(),
 		Binds: append([]sandbox.Bind{
@@ -727,7 +735,18 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 		// The tests run the agent's code: it must not trace the verifier
 		// or read and write its memory.
 		NoAttach: true,
-	})
+	}
+	if gn != nil {
+		// The grader's only network: the recorder (learning) or the replay
+		// of what the pristine verifier fetched (a trial).
+		spec.Binds = append(spec.Binds, gn.binds...)
+		spec.Env = r.envList(t.Verifier.Env, append(slices.Clone(twEnv), gn.env...)...)
+		spec.Listen, spec.Serve = []string{ProxyAddr}, gn.serve
+	}
+	res, err := sandbox.Run(ctx, spec)
+	if ferr := r.finishGraderNet(gn); ferr != nil && err == nil {
+		err = ferr
+	}
 	if res != nil {
 		r.v.Phases[PhaseGrader] = phaseOf(res, log)
 		r.notePinned(PhaseGrader, res)
@@ -737,7 +756,7 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	if err != nil {
 		return fmt.Errorf("grader phase: %w", err)
 	}
-	if r.learn != nil {
+	if r.learn != nil && !r.learn.noTrace {
 		r.learnFrom(ctx, l, cs, keep)
 	}
 	switch {

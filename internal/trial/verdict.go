@@ -90,6 +90,10 @@ type Verdict struct {
 	// granted a task's request for the internet): its results are not
 	// comparable with sandboxed ones, and reports show them apart.
 	OpenNetwork bool `json:"open_network"`
+	// Hermetic is the grader's network: a replay of what the pristine
+	// verifier fetched (absent for a grader with none: a regrade of an
+	// older bundle).
+	Hermetic *HermeticRef `json:"hermetic,omitempty"`
 	// Tooling is the profile of the verifier's tooling the policy used.
 	Tooling *ToolingRef `json:"tooling,omitempty"`
 	// Models is what the agent asked of its models through the gateways
