@@ -159,7 +159,7 @@ func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
 		return err
 	}
 	flags := suite.RunFlags{CacheDir: o.CacheDir, ScratchDir: a.tf.scratchDir, AllowHosts: a.nf.allowHosts,
-		Gateways: a.nf.gateways, NoAudit: a.nf.noAudit, Internet: a.nf.internet, HostMap: a.nf.hostMap, Jobs: a.jobs}
+		Gateways: a.nf.gateways, NoAudit: a.nf.noAudit, Internet: a.nf.internet, HostMap: a.nf.hostMap, VerifierHosts: a.nf.verifier, Jobs: a.jobs}
 	for _, p := range []*string{&a.agentDir, &a.nf.config} {
 		if *p != "" {
 			if *p, err = filepath.Abs(*p); err != nil {
@@ -187,7 +187,7 @@ func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
 		if flags.Suite, err = newSuiteID(); err != nil {
 			return err
 		}
-		if flags.AllowHosts, flags.Gateways, flags.Internet, flags.HostMap, err = a.nf.resolved(); err != nil {
+		if flags.AllowHosts, flags.Gateways, flags.Internet, flags.HostMap, flags.VerifierHosts, flags.CAFiles, err = a.nf.resolvedAll(); err != nil {
 			return err
 		}
 		flags.Config = ""

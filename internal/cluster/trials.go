@@ -35,6 +35,10 @@ type TrialMsg struct {
 	NoAudit    bool     `json:"no_audit,omitempty"`
 	Internet   bool     `json:"internet,omitempty"`
 	HostMap    []string `json:"host_map,omitempty"`
+	// The verifier's network while its fetches are recorded (CA files
+	// are paths on the worker).
+	VerifierHosts []string `json:"verifier_allow_hosts,omitempty"`
+	CAFiles       []string `json:"ca_files,omitempty"`
 	// Attempt counts the coordinator's publications of the trial, from 1:
 	// a trial that could not run or whose result was rejected is published
 	// again, under a message ID of its own.

@@ -102,6 +102,7 @@ func (c *Coordinator) Run(ctx context.Context) error {
 		m := cluster.TrialMsg{ID: c.ClusterID(t.ID), Suite: c.Suite, Agent: t.Agent, AgentCommand: agents[t.Agent].Command,
 			Task: t.Task, TaskDigest: trees[t.Task].Archive, TaskTree: trees[t.Task].Tree, Index: t.Index,
 			AgentDir: agentDir, AllowHosts: c.Flags.AllowHosts, Gateways: c.Flags.Gateways, NoAudit: c.Flags.NoAudit, Internet: c.Flags.Internet, HostMap: c.Flags.HostMap,
+			VerifierHosts: c.Flags.VerifierHosts, CAFiles: c.Flags.CAFiles,
 			Attempt: t.Attempt}
 		return m, m.Sign(c.Key)
 	}

@@ -26,19 +26,24 @@ import (
 // RunFlags are the `proctor run` flags every trial of a suite gets, kept in
 // the store so that a resumed suite runs its trials as it began them.
 type RunFlags struct {
-	AgentDir    string   `json:"agent_dir,omitempty"`
-	Key         string   `json:"key"` // absolute path of the signing key
-	CacheDir    string   `json:"cache_dir,omitempty"`
-	ScratchDir  string   `json:"scratch_dir,omitempty"`
-	AllowHosts  []string `json:"allow_hosts,omitempty"`
-	Gateways    []string `json:"model_gateways,omitempty"`
-	Config      string   `json:"config,omitempty"`
-	NoAudit     bool     `json:"no_audit,omitempty"`
-	Internet    bool     `json:"internet,omitempty"` // open egress for tasks that ask for the internet
-	HostMap     []string `json:"host_map,omitempty"`
-	Jobs        int      `json:"jobs"`
-	MaxMemoryMB int64    `json:"max_memory_mb"` // the largest task memory limit
-	MaxCPUs     float64  `json:"max_cpus"`
+	AgentDir   string   `json:"agent_dir,omitempty"`
+	Key        string   `json:"key"` // absolute path of the signing key
+	CacheDir   string   `json:"cache_dir,omitempty"`
+	ScratchDir string   `json:"scratch_dir,omitempty"`
+	AllowHosts []string `json:"allow_hosts,omitempty"`
+	Gateways   []string `json:"model_gateways,omitempty"`
+	Config     string   `json:"config,omitempty"`
+	NoAudit    bool     `json:"no_audit,omitempty"`
+	Internet   bool     `json:"internet,omitempty"` // open egress for tasks that ask for the internet
+	HostMap    []string `json:"host_map,omitempty"`
+	// VerifierHosts and CAFiles are the grader's allow-list and upstream
+	// roots while a task's verifier fetches are recorded (CAFiles are
+	// paths on the machine that runs the trial).
+	VerifierHosts []string `json:"verifier_allow_hosts,omitempty"`
+	CAFiles       []string `json:"ca_files,omitempty"`
+	Jobs          int      `json:"jobs"`
+	MaxMemoryMB   int64    `json:"max_memory_mb"` // the largest task memory limit
+	MaxCPUs       float64  `json:"max_cpus"`
 	// A suite run on a cluster: its name there, and the worker keys whose
 	// bundles count (public key file lines). The workers sign the bundles;
 	// Key is then the coordinator's, which signs the trial messages.
@@ -52,6 +57,7 @@ type RunFlags struct {
 // args returns the run flags as `proctor run` arguments.
 func (f *RunFlags) args() []string {
 	a := runArgs(f.Key, f.AgentDir, f.CacheDir, f.ScratchDir, f.AllowHosts, f.Gateways, f.HostMap, f.NoAudit, f.Internet)
+	a = append(a, verifierArgs(f.VerifierHosts, f.CAFiles)...)
 	if f.Config != "" {
 		a = append(a, "--config", f.Config)
 	}
@@ -81,6 +87,18 @@ func runArgs(key, agentDir, cacheDir, scratchDir string, hosts, gateways, hostMa
 	}
 	if internet {
 		a = append(a, "--internet")
+	}
+	return a
+}
+
+// verifierArgs are the `proctor run` arguments of the verifier's network.
+func verifierArgs(hosts, caFiles []string) []string {
+	var a []string
+	for _, h := range hosts {
+		a = append(a, "--verifier-allow-host", h)
+	}
+	for _, f := range caFiles {
+		a = append(a, "--ca-file", f)
 	}
 	return a
 }

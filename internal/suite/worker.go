@@ -304,6 +304,7 @@ func (w *Worker) run(ctx context.Context, m cluster.TrialMsg, out, cpuset string
 	}
 	args := append([]string{"run", "--task", taskDir, "--agent", m.AgentCommand, "--out", out, "--nonce", m.ID},
 		runArgs(w.Key, agentDir, w.CacheDir, w.ScratchDir, m.AllowHosts, m.Gateways, m.HostMap, m.NoAudit, m.Internet)...)
+	args = append(args, verifierArgs(m.VerifierHosts, m.CAFiles)...)
 	if cpuset != "" {
 		args = append(args, "--cpuset", cpuset)
 	}
