@@ -38,7 +38,7 @@ func Changes(vs []*Verdict) []string {
 	seen := map[string]bool{}
 	var ids []string
 	for i, v := range vs {
-		outcomes[i] = testOutcomes(v)
+		outcomes[i] = v.TestOutcomes()
 		for id := range outcomes[i] {
 			if !seen[id] {
 				seen[id] = true

@@ -131,10 +131,14 @@ func (r *runner) readInformationalCTRF(resultsDir string) {
 	r.say("tests (informational, from %s): %d passed, %d failed, %d skipped, %d error", file, c.Passed, c.Failed, c.Skipped, c.Error)
 }
 
-// testOutcomes is every per-test outcome a verdict holds: each test its
+// TestOutcomes is every per-test outcome the verdict holds: each test its
 // report named (Tests) and each expected test of its structured results,
-// "missing" where the report did not name it (Results).
-func testOutcomes(v *Verdict) map[string]string {
+// "missing" where the report did not name it (Results); nil without a
+// report.
+func (v *Verdict) TestOutcomes() map[string]string {
+	if v.Tests == nil && v.Results == nil {
+		return nil
+	}
 	out := map[string]string{}
 	if v.Tests != nil {
 		maps.Copy(out, v.Tests.Outcomes)
