@@ -43,6 +43,7 @@ type runConfig struct {
 	ModelGateway map[string]string `toml:"model_gateway"`
 	Internet     bool              `toml:"internet"`
 	HostMap      []string          `toml:"host_map"`
+	Registry     string            `toml:"registry"` // proctor dataset pull's registry, a URL or a file
 }
 
 // resolved returns the hosts and gateway specs of the config file and the
@@ -114,7 +115,7 @@ func readRunConfig(path string) (*runConfig, error) {
 	if err := dec.Decode(&cfg); err != nil {
 		var sm *toml.StrictMissingError
 		if errors.As(err, &sm) && len(sm.Errors) > 0 {
-			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts, internet, host_map or [model_gateway])", path, strings.Join(sm.Errors[0].Key(), "."))
+			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts, internet, host_map, registry or [model_gateway])", path, strings.Join(sm.Errors[0].Key(), "."))
 		}
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
