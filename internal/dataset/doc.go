@@ -6,8 +6,9 @@
 // `proctor bench --dataset NAME@VERSION` name the same tasks, offline once
 // pulled.
 //
-// The registry's format is Harbor's (src/harbor/models/registry.py in
-// laude-institute/harbor): a JSON array of datasets, each
+// The registry's format is Harbor's (laude-institute/harbor, its
+// registry models DatasetSpec and RegistryTaskId in harbor.models): a JSON
+// array of datasets, each
 //
 //	{"name": "terminal-bench", "version": "2.0", "description": "…",
 //	 "tasks": [{"name": "adaptive-rejection-sampler",
