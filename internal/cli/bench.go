@@ -31,6 +31,7 @@ const SuiteKeyFile = "suite.key"
 func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
 		taskDirs, agents []string
+		datasets         []string
 		trials, jobs     int
 		regrades         int
 		out, resume      string
@@ -43,7 +44,9 @@ func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 		Use:   "bench --tasks DIR [DIR...] --agent NAME=COMMAND [--agent ...] --trials N --out DIR",
 		Short: "Run every agent on every task, several trials each, into a resumable suite",
 		Long: `Run a suite: every --agent on every task of --tasks (task directories, or
-directories of them), --trials times each, --jobs at a time (default: what
+directories of them) and of --dataset (NAME@VERSION, as proctor dataset pull
+cached it; each task checked against the digest it was pulled with),
+--trials times each, --jobs at a time (default: what
 the CPUs and memory hold at the tasks' limits). Every trial is an ordinary
 proctor run with its own signed bundle under DIR/trials/; DIR/proctor.db is
 the store of what is done. Killed at any moment, a suite loses no finished
@@ -79,14 +82,14 @@ line.`,
 				return usageErr("--trust: only with --cluster")
 			}
 			if resume != "" {
-				if len(taskDirs)+len(agents)+len(args) > 0 || out != "" || len(bc.trust) > 0 {
+				if len(taskDirs)+len(datasets)+len(agents)+len(args) > 0 || out != "" || len(bc.trust) > 0 {
 					return usageErr("--resume takes the suite directory alone: its tasks, agents, trusted keys and flags are in its store")
 				}
 				return resumeSuite(c, resume, jobs, regrades, tf.quiet, &bc, stdout, stderr)
 			}
 			taskDirs = append(taskDirs, args...)
-			if len(taskDirs) == 0 {
-				return usageErr("--tasks: not set")
+			if len(taskDirs)+len(datasets) == 0 {
+				return &exitError{code: exitUsage, err: errors.New("--tasks: not set"), hint: "name tasks with --tasks DIR, or a pulled dataset with --dataset NAME@VERSION"}
 			}
 			if len(agents) == 0 {
 				return usageErr("--agent: not set (NAME=COMMAND)")
@@ -100,10 +103,15 @@ line.`,
 			if regrades < 0 {
 				return usageErr("--regrade: want 0 or more, got %d", regrades)
 			}
-			return startSuite(c, startArgs{taskDirs, agents, trials, jobs, regrades, out, agentDir, &tf, &nf, &bc}, stdout, stderr)
+			dirs, err := datasetTaskDirs(tf.cacheDir, datasets)
+			if err != nil {
+				return err
+			}
+			return startSuite(c, startArgs{append(taskDirs, dirs...), agents, trials, jobs, regrades, out, agentDir, &tf, &nf, &bc}, stdout, stderr)
 		},
 	}
 	c.Flags().StringArrayVar(&taskDirs, "tasks", nil, "a task directory, or a directory of them (repeatable; more may follow as arguments)")
+	c.Flags().StringArrayVar(&datasets, "dataset", nil, "NAME@VERSION: the tasks of a dataset proctor dataset pull cached (repeatable; no network)")
 	c.Flags().StringArrayVar(&agents, "agent", nil, "NAME=COMMAND: an agent to run (repeatable)")
 	c.Flags().IntVar(&trials, "trials", 1, "trials of each agent on each task")
 	c.Flags().IntVar(&jobs, "jobs", 0, "trials at once (default: what the CPUs and memory hold)")

@@ -50,6 +50,7 @@ type runConfig struct {
 	HostMap      []string          `toml:"host_map"`
 	Verifier     []string          `toml:"verifier_allow_hosts"`
 	CAFiles      []string          `toml:"ca_files"`
+	Registry     string            `toml:"registry"` // proctor dataset pull's registry, a URL or a file
 }
 
 // resolved returns the hosts and gateway specs of the config file and the
@@ -138,7 +139,7 @@ func readRunConfig(path string) (*runConfig, error) {
 	if err := dec.Decode(&cfg); err != nil {
 		var sm *toml.StrictMissingError
 		if errors.As(err, &sm) && len(sm.Errors) > 0 {
-			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts, internet, host_map, verifier_allow_hosts, ca_files or [model_gateway])", path, strings.Join(sm.Errors[0].Key(), "."))
+			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts, internet, host_map, verifier_allow_hosts, ca_files, registry or [model_gateway])", path, strings.Join(sm.Errors[0].Key(), "."))
 		}
 		var de *toml.DecodeError
 		if errors.As(err, &de) {

@@ -144,11 +144,14 @@ func reportInput(c *cobra.Command, dir, pubkey string, regrades int, tf *trialFl
 		go func() {
 			defer wg.Done()
 			defer func() { <-sem }()
-			var open bool
-			open, rt.VerifyError = verifyTrialBundle(filepath.Join(dir, rt.Bundle), r.BundleSHA256, keys)
+			var v *trial.Verdict
+			v, rt.VerifyError = verifyTrialBundle(filepath.Join(dir, rt.Bundle), r.BundleSHA256, keys)
 			rt.Verified = rt.VerifyError == ""
-			if open {
-				rt.Agent += OpenNetworkLabel
+			if v != nil {
+				rt.Tests = trialTests(v)
+				if v.OpenNetwork {
+					rt.Agent += OpenNetworkLabel
+				}
 			}
 		}()
 	}
@@ -243,31 +246,39 @@ func suitePublicKey(pubkey, keyFile string) (ed25519.PublicKey, error) {
 
 // verifyTrialBundle checks a trial's bundle as proctor verify does (signed
 // by pub, every artifact beside it, the verdict agreeing with them), and
-// that it is the file the store recorded. It returns why not, or "".
-func verifyTrialBundle(path, wantSHA string, keys []ed25519.PublicKey) (openNetwork bool, why string) {
+// that it is the file the store recorded. It returns the signed verdict,
+// or why the bundle failed.
+func verifyTrialBundle(path, wantSHA string, keys []ed25519.PublicKey) (*trial.Verdict, string) {
 	data, err := readSmallRegular(path)
 	if err != nil {
-		return false, err.Error()
+		return nil, err.Error()
 	}
 	sum := sha256.Sum256(data)
 	if hex.EncodeToString(sum[:]) != wantSHA {
-		return false, "the bundle is not the one the store recorded"
+		return nil, "the bundle is not the one the store recorded"
 	}
 	pub, err := trustedSigner(path, data, keys)
 	if err != nil {
-		return false, err.Error()
+		return nil, err.Error()
 	}
 	p, _, err := checkBundle(path, data, pub, true)
 	if err != nil {
-		return false, err.Error()
+		return nil, err.Error()
 	}
-	var v struct {
-		OpenNetwork bool `json:"open_network"`
+	var v trial.Verdict
+	if err := json.Unmarshal(p.Verdict, &v); err != nil { // checked by checkBundle
+		return nil, err.Error()
 	}
-	if err := json.Unmarshal(p.Verdict, &v); err != nil {
-		return false, err.Error()
+	return &v, ""
+}
+
+// trialTests is what a verdict says of each test: the tests its report
+// named and its structured results' expected tests; nil without a report.
+func trialTests(v *trial.Verdict) *report.TrialTests {
+	if v.Tests == nil && v.Results == nil {
+		return nil
 	}
-	return v.OpenNetwork, ""
+	return &report.TrialTests{Outcomes: v.TestOutcomes(), Informational: v.Tests != nil && v.Tests.Informational}
 }
 
 // OpenNetworkLabel marks, in reports, the trials of an agent that had open

@@ -110,21 +110,31 @@ func (f *trialFlags) options(stderr io.Writer) (trial.Options, error) {
 
 // baseOptions are the options without a signing key (for regrade).
 func (f *trialFlags) baseOptions(stderr io.Writer) (trial.Options, error) {
-	o := trial.Options{CacheDir: f.cacheDir, ScratchDir: f.scratchDir}
-	if o.CacheDir == "" {
-		o.CacheDir = os.Getenv("PROCTOR_CACHE_DIR")
-	}
-	if o.CacheDir == "" {
-		d, err := os.UserCacheDir()
-		if err != nil {
-			return o, fmt.Errorf("--cache-dir: not set and no user cache dir: %w", err)
-		}
-		o.CacheDir = filepath.Join(d, "proctor")
+	o := trial.Options{ScratchDir: f.scratchDir}
+	var err error
+	if o.CacheDir, err = cacheDir(f.cacheDir); err != nil {
+		return o, err
 	}
 	if !f.quiet {
 		o.Progress = stderr
 	}
 	return o, nil
+}
+
+// cacheDir is --cache-dir's value, else $PROCTOR_CACHE_DIR, else proctor
+// in the user cache dir.
+func cacheDir(flag string) (string, error) {
+	if flag != "" {
+		return flag, nil
+	}
+	if d := os.Getenv("PROCTOR_CACHE_DIR"); d != "" {
+		return d, nil
+	}
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("--cache-dir: not set and no user cache dir: %w", err)
+	}
+	return filepath.Join(d, "proctor"), nil
 }
 
 func loadTask(dir string) (*task.Task, error) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 )
 
-//go:embed testdata/pytest-junit.xml testdata/gotest.json
+//go:embed testdata/pytest-junit.xml testdata/gotest.json testdata/ctrf
 var seedFS embed.FS
 
 var junitSeeds = []string{
@@ -27,6 +27,14 @@ var goTestSeeds = []string{
 	``,
 }
 
+var ctrfSeeds = []string{
+	`{"results": {"tool": {"name": "x"}, "summary": {"tests": 1, "passed": 1, "failed": 0, "skipped": 0, "pending": 0, "other": 0}, "tests": [{"name": "a", "status": "passed"}]}}`,
+	`{"results": {"tests": [{"status": "passed", "status": "failed"}]}}`,
+	`{"results": [[[[[[` + "",
+	`{} {}`,
+	``,
+}
+
 func seed(t testing.TB, name string) []byte {
 	data, err := seedFS.ReadFile(name)
 	if err != nil {
@@ -41,7 +49,16 @@ func TestSeedCorporaNonEmpty(t *testing.T) {
 			t.Errorf("seed %s is empty", name)
 		}
 	}
-	if len(junitSeeds) == 0 || len(goTestSeeds) == 0 {
+	des, err := seedFS.ReadDir("testdata/ctrf")
+	if err != nil || len(des) == 0 {
+		t.Errorf("no CTRF seeds: %v", err)
+	}
+	for _, de := range des {
+		if len(bytes.TrimSpace(seed(t, "testdata/ctrf/"+de.Name()))) == 0 {
+			t.Errorf("seed %s is empty", de.Name())
+		}
+	}
+	if len(junitSeeds) == 0 || len(goTestSeeds) == 0 || len(ctrfSeeds) == 0 {
 		t.Error("an inline seed corpus is empty")
 	}
 }
@@ -101,5 +118,29 @@ func FuzzParseGoTestJSON(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		res, err := ParseGoTestJSON(bytes.NewReader(data), 1<<20)
 		checkResults(t, res, err)
+	})
+}
+
+func FuzzParseCTRF(f *testing.F) {
+	des, err := seedFS.ReadDir("testdata/ctrf")
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, de := range des {
+		f.Add(seed(f, "testdata/ctrf/"+de.Name()))
+	}
+	for _, s := range ctrfSeeds {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		res, err := ParseCTRF(bytes.NewReader(data), 1<<20)
+		checkResults(t, res, err)
+		if err == nil {
+			for id, o := range res.Reported {
+				if res.Tests[id] != o {
+					t.Fatalf("Reported[%q] = %q, Tests %q", id, o, res.Tests[id])
+				}
+			}
+		}
 	})
 }

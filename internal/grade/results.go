@@ -37,6 +37,7 @@ func (o Outcome) severity() int {
 const (
 	SourceJUnit      = "junit"         // ParseJUnit
 	SourceGoTestJSON = "go test -json" // ParseGoTestJSON
+	SourceCTRF       = "ctrf"          // ParseCTRF
 )
 
 // Limits on a test report. A report is written by code running inside the
@@ -74,9 +75,14 @@ var (
 // A Results is not safe for concurrent mutation; the parsers hand the caller
 // a new one it owns.
 type Results struct {
-	Tests      map[string]Outcome // test id → outcome
-	Source     string             // SourceJUnit or SourceGoTestJSON
-	Duplicates []string           // primary ids reported more than once, sorted
+	Tests  map[string]Outcome // test id → outcome
+	Source string             // SourceJUnit, SourceGoTestJSON or SourceCTRF
+	// Reported holds each test under its primary id alone (no alias), with
+	// the worst outcome reported for it: what the report said of each test
+	// it named, once.
+	Reported   map[string]Outcome
+	Tool       string   // the tool that wrote the report, where it says (CTRF's results.tool)
+	Duplicates []string // primary ids reported more than once, sorted
 	// Packages, for go test -json, are the packages that reported at least
 	// one test, sorted; a tripwire must be reported in each (see Decide).
 	// Empty for JUnit.
@@ -87,7 +93,7 @@ type Results struct {
 }
 
 func newResults(source string) *Results {
-	return &Results{Tests: make(map[string]Outcome), Source: source, seen: make(map[string]bool)}
+	return &Results{Tests: make(map[string]Outcome), Reported: make(map[string]Outcome), Source: source, seen: make(map[string]bool)}
 }
 
 // record notes that the test with the given primary id and aliases had
@@ -103,6 +109,9 @@ func (r *Results) record(primary string, o Outcome, aliases ...string) error {
 		}
 	}
 	r.seen[primary] = true
+	if old, ok := r.Reported[primary]; !ok || o.severity() > old.severity() {
+		r.Reported[primary] = o
+	}
 	for _, id := range append([]string{primary}, aliases...) {
 		if id == "" {
 			continue

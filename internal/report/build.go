@@ -68,11 +68,13 @@ func Build(in Input) *Report {
 	for i := range all {
 		t := &all[i]
 		c := counted(t)
-		r.Trials = append(r.Trials, TrialRow{
+		row := TrialRow{
 			Agent: t.Agent, Task: t.Task, Index: t.Index, Status: t.Status,
 			Passed: t.Passed, Reward: t.Reward, Bundle: t.Bundle,
 			Verified: t.Verified, Counted: c,
-		})
+		}
+		row.TestsPassed, row.TestsReported = t.testCounts()
+		r.Trials = append(r.Trials, row)
 		if !t.Verified {
 			ig.Unverified = append(ig.Unverified, UnverifiedTrial{
 				Agent: t.Agent, Task: t.Task, Index: t.Index,
@@ -157,6 +159,7 @@ func Build(in Input) *Report {
 	r.Comparisons = compare(agents, tasks, cells)
 	r.Matrix = matrix(agents, tasks, cells)
 	r.Reproducibility = reproducibility(agents, tasks, cells, in.Regrades)
+	r.Tests = testsTable(agents, tasks, all)
 	for ai := range r.Agents {
 		for ti, task := range tasks {
 			if cells[ai][ti].n > 0 && slices.Contains(r.Reproducibility.FlakyTasks, task) {

@@ -153,10 +153,23 @@
 //	    "unverified": [{"agent": string, "task": string, "index": int,
 //	      "bundle": string, "error": string}]
 //	  },
+//	  "tests": [{"task": string, "informational": bool,
+//	    "rows": [{"test": string, "cells": [
+//	      {"agent": string, "trials": int, "passed": int, "pass_rate": number}]}]}],
 //	  "trials": [{"agent": string, "task": string, "index": int,
 //	    "status": string, "passed": bool, "reward": number,
-//	    "bundle": string, "verified": bool, "counted": bool}]
+//	    "bundle": string, "verified": bool, "counted": bool,
+//	    "tests_passed": int, "tests_reported": int}]
 //	}
+//
+// "tests" has a table for each task whose counted trials carry a test
+// report (the verdict's per-test outcomes, see docs/trial.md): a row per
+// test any of them named, a cell per agent; trials counts the agent's
+// counted trials on the task with a report, passed those that reported
+// the test passed (a report that does not name it counts as not passed).
+// informational is set when a report on the task decided nothing (a CTRF
+// report read beside a reward file, which the agent's code could have
+// written). The Markdown and HTML forms show the first 100 tests of a task.
 //
 // The arrays are never null; number|null is null where the figure is
 // undefined, and no number is NaN or infinite. "trials" lists every trial of the input,

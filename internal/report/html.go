@@ -75,6 +75,19 @@ type htmlView struct {
 	Disagreeing   []CellResult
 	Spread        []spreadRow
 	SpreadNotes   []string
+	TestTables    []testTable
+}
+
+// testTable is one task's per-test table, shown up to maxTestRows rows.
+type testTable struct {
+	Task, Note string // Note: why its outcomes are informational, or ""
+	Rows       []testRow
+	More       int // rows not shown
+}
+
+type testRow struct {
+	Test  string
+	Cells []heatCell
 }
 
 // spreadRow is one agent's row of the reproducibility table; a data
@@ -204,7 +217,38 @@ func (r *Report) view() htmlView {
 		})
 	}
 	v.Hist = r.histogram()
+	v.TestTables = testTables(r.Tests)
 	return v
+}
+
+// testTables is the HTML view of the per-test tables.
+func testTables(tests []TaskTests) []testTable {
+	var out []testTable
+	for _, tt := range tests {
+		tb := testTable{Task: tt.Task}
+		if tt.Informational {
+			tb.Note = informationalTests
+		}
+		for i, row := range tt.Rows {
+			if i == maxTestRows {
+				tb.More = len(tt.Rows) - maxTestRows
+				break
+			}
+			tr := testRow{Test: row.Test}
+			for _, c := range row.Cells {
+				hc := heatCell{Cell: Cell{Agent: c.Agent, Trials: c.Trials, Passed: c.Passed, PassRate: c.PassRate},
+					Task: tt.Task, Rate: rate(c.PassRate), HasTrial: c.Trials > 0}
+				if hc.HasTrial {
+					hc.Color = template.CSS(heat(c.PassRate))
+					hc.Dark = c.PassRate < 0.2 || c.PassRate > 0.8
+				}
+				tr.Cells = append(tr.Cells, hc)
+			}
+			tb.Rows = append(tb.Rows, tr)
+		}
+		out = append(out, tb)
+	}
+	return out
 }
 
 // histogram draws one row of bars per agent over shared wall-time bins, each

@@ -153,6 +153,33 @@ svg text { font: 12px system-ui, sans-serif; fill: #222; }
 </table>
 {{- end}}
 
+{{- if .TestTables}}
+<h2 id="tests">Tests</h2>
+<p class="note">Per task, each test its trials' reports named: passed/trials with a report, coloured by pass rate; – where the agent has none.</p>
+{{- range .TestTables}}
+<h3 class="name">{{.Task}}</h3>
+{{- if .Note}}
+<p class="note informational">{{.Note}}</p>
+{{- end}}
+<table class="tests-table" data-task="{{.Task}}">
+<thead><tr><th>Test</th>{{range $.Matrix.Agents}}<th>{{.}}</th>{{end}}</tr></thead>
+<tbody>
+{{- range .Rows}}
+<tr data-test="{{.Test}}"><td class="name">{{.Test}}</td>
+{{- range .Cells}}
+{{- if .HasTrial}}<td class="cell{{if .Dark}} dark{{end}}" style="background: {{.Color}}" data-agent="{{.Agent}}" data-pass-rate="{{.Rate}}" data-trials="{{.Trials}}" data-passed="{{.Passed}}" title="{{pct .PassRate}}">{{.Passed}}/{{.Trials}}</td>
+{{- else}}<td class="cell empty" data-agent="{{.Agent}}" data-trials="0">–</td>{{end}}
+{{- end}}
+</tr>
+{{- end}}
+</tbody>
+</table>
+{{- if .More}}
+<p>{{.More}} more tests in the JSON form.</p>
+{{- end}}
+{{- end}}
+{{- end}}
+
 <h2 id="integrity">Integrity</h2>
 <p><span id="compromised">{{.Integrity.Compromised}}</span> compromised trials.</p>
 {{- if .Integrity.Compromised}}

@@ -34,6 +34,9 @@ type Trial struct {
 
 	Violations []string // kinds
 	Bundle     string   // path relative to the suite directory
+	// Tests is what the trial's test report said of each test, from its
+	// verified bundle; nil without a report.
+	Tests *TrialTests
 
 	// Verified is set when the trial's bundle verified; a trial whose
 	// bundle did not is counted nowhere, only listed with VerifyError.
@@ -61,7 +64,10 @@ type Report struct {
 	Matrix          Matrix          `json:"matrix"`
 	Reproducibility Reproducibility `json:"reproducibility"`
 	Integrity       Integrity       `json:"integrity"`
-	Trials          []TrialRow      `json:"trials"`
+	// Tests are the per-test tables of the tasks whose trials reported
+	// their tests: each test's pass rate by agent.
+	Tests  []TaskTests `json:"tests"`
+	Trials []TrialRow  `json:"trials"`
 
 	// all trials, for the CSV; ordered as Trials.
 	all []Trial
@@ -229,4 +235,8 @@ type TrialRow struct {
 	Bundle   string  `json:"bundle"`
 	Verified bool    `json:"verified"`
 	Counted  bool    `json:"counted"`
+	// TestsPassed and TestsReported count the tests the trial's report
+	// named and those it said passed (0 and 0 without a report).
+	TestsPassed   int `json:"tests_passed"`
+	TestsReported int `json:"tests_reported"`
 }

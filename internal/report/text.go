@@ -27,6 +27,7 @@ var csvHeader = []string{
 	"agent", "task", "index", "status", "passed", "reward", "counted",
 	"wall_ms", "agent_ms", "grader_ms", "model_calls", "input_tokens",
 	"output_tokens", "violations", "bundle", "verified", "verify_error",
+	"tests_passed", "tests_reported",
 }
 
 // CSV writes one row per trial of the input (pending and unverified ones
@@ -50,6 +51,8 @@ func (r *Report) CSV(w io.Writer) error {
 			strings.Join(t.Violations, ";"), t.Bundle,
 			strconv.FormatBool(t.Verified), t.VerifyError,
 		}
+		passed, reported := t.testCounts()
+		rec = append(rec, strconv.Itoa(passed), strconv.Itoa(reported))
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("writing CSV report: %w", err)
 		}
@@ -121,8 +124,9 @@ func (a *AgentSummary) singleTrialNote() string {
 }
 
 // Markdown writes a human-readable summary: the leaderboard, the pairwise
-// comparisons, the task × agent matrix, reproducibility and integrity. The
-// per-trial list is left to the CSV and JSON forms.
+// comparisons, the task × agent matrix, reproducibility, each task's tests
+// (up to maxTestRows of them) and integrity. The per-trial list is left to
+// the CSV and JSON forms.
 func (r *Report) Markdown(w io.Writer) error {
 	ew := &errWriter{w: w}
 	p := ew.printf
@@ -222,6 +226,8 @@ func (r *Report) Markdown(w io.Writer) error {
 			p("| %s | %s | %d | %s |\n", md(g.Agent), md(g.Task), g.Index, md(g.Detail))
 		}
 	}
+
+	r.testsMarkdown(p)
 
 	ig := r.Integrity
 	p("\n## Integrity\n\n%d compromised trials.\n", ig.Compromised)

@@ -18,6 +18,10 @@ const (
 	// $PROCTOR_RESULTS; $PROCTOR_TRIPWIRE holds a test function (no
 	// package clause) to add to the package under test.
 	ResultsGoTestJSON = "go-test-json"
+	// ResultsCTRF: tests/test.sh writes a CTRF JSON report (pytest
+	// --ctrf, pytest-json-ctrf) to $PROCTOR_RESULTS, and runs the tripwire
+	// test $PROCTOR_TRIPWIRE, as for ResultsJUnit.
+	ResultsCTRF = "ctrf"
 )
 
 // DefaultExpected is where a task with results lists the tests it expects,
@@ -46,8 +50,8 @@ func (l *loader) results(tb table, c *ProctorConfig) error {
 		}
 		return err
 	}
-	if v != ResultsJUnit && v != ResultsGoTestJSON {
-		return tb.errorf("results", ErrUnknownValue, "unknown value %q (want %q or %q)", v, ResultsJUnit, ResultsGoTestJSON)
+	if v != ResultsJUnit && v != ResultsGoTestJSON && v != ResultsCTRF {
+		return tb.errorf("results", ErrUnknownValue, "unknown value %q (want %q, %q or %q)", v, ResultsJUnit, ResultsGoTestJSON, ResultsCTRF)
 	}
 	c.Results = v
 	rel := DefaultExpected

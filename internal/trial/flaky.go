@@ -7,7 +7,8 @@ import (
 
 // Changes lists what differs among verdicts of the same task that should
 // agree (the oracle run again, or one changeset graded again): passed,
-// reward and status, and each expected test's outcome; one line each, in
+// reward and status, and each test's outcome (every test the report named,
+// and each expected test of structured results); one line each, in
 // a stable order, naming the runs' values in order. None means the
 // verdicts agree, as a deterministic grader's must.
 func Changes(vs []*Verdict) []string {
@@ -33,27 +34,32 @@ func Changes(vs []*Verdict) []string {
 	differ("passed", each(func(v *Verdict) string { return fmt.Sprint(v.Passed) }))
 	differ("reward", each(func(v *Verdict) string { return fmt.Sprint(v.Reward) }))
 	differ("status", each(func(v *Verdict) string { return string(v.Status) }))
+	outcomes := make([]map[string]string, len(vs))
+	seen := map[string]bool{}
 	var ids []string
-	for _, v := range vs {
-		if v.Results != nil {
-			for id := range v.Results.Outcomes {
-				if !slices.Contains(ids, id) {
-					ids = append(ids, id)
-				}
+	for i, v := range vs {
+		outcomes[i] = v.TestOutcomes()
+		for id := range outcomes[i] {
+			if !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
 			}
 		}
 	}
 	slices.Sort(ids)
 	for _, id := range ids {
-		differ("test "+id, each(func(v *Verdict) string {
-			if v.Results == nil {
-				return "no report"
+		vals := make([]string, len(vs))
+		for i, v := range vs {
+			switch o, ok := outcomes[i][id]; {
+			case ok:
+				vals[i] = o
+			case v.Results == nil && v.Tests == nil:
+				vals[i] = "no report"
+			default:
+				vals[i] = "missing"
 			}
-			if o, ok := v.Results.Outcomes[id]; ok {
-				return o
-			}
-			return "missing"
-		}))
+		}
+		differ("test "+id, vals)
 	}
 	return out
 }

@@ -17,14 +17,17 @@ import (
 )
 
 // Where a grader with structured results finds the harness's tripwire, and
-// writes its report (under VerifierLogs): results.xml (JUnit) or
-// results.json (go test -json).
+// writes its report (under VerifierLogs): results.xml (JUnit),
+// results.json (go test -json) or ctrf.json (CTRF).
 const TripwirePath = "/proctor/tripwire"
 
 // resultsFile is the report's name for a format.
 func resultsFile(format string) string {
-	if format == task.ResultsGoTestJSON {
+	switch format {
+	case task.ResultsGoTestJSON:
 		return "results.json"
+	case task.ResultsCTRF:
+		return grade.CTRFFile
 	}
 	return "results.xml"
 }
@@ -134,16 +137,23 @@ func (r *runner) judgeResults(resultsDir string, tw *tripwire, exit int) error {
 	case err != nil:
 		return fmt.Errorf("grader: %s/%s: %w", VerifierLogs, name, err)
 	default:
-		if t.Proctor.Results == task.ResultsGoTestJSON {
+		switch t.Proctor.Results {
+		case task.ResultsGoTestJSON:
 			res, err = grade.ParseGoTestJSON(f, maxReport)
-		} else {
+		case task.ResultsCTRF:
+			res, err = grade.ParseCTRF(f, maxReport)
+		default:
 			res, err = grade.ParseJUnit(f, maxReport)
 		}
 		f.Close()
 		if err != nil {
 			// A report the grader cannot read is no pass; keep the reason.
 			ref.Reason = err.Error()
+			r.v.Tests = &TestsRef{Format: t.Proctor.Results, File: VerifierLogs + "/" + name,
+				Outcomes: map[string]string{}, Error: fmt.Sprintf("%s/%s: %v", VerifierLogs, name, err)}
 			res = &grade.Results{Tests: map[string]grade.Outcome{}}
+		} else {
+			r.v.Tests = newTestsRef(t.Proctor.Results, VerifierLogs+"/"+name, res, tw)
 		}
 	}
 	e := grade.Expectation{FailToPass: t.Proctor.Expected.FailToPass, PassToPass: t.Proctor.Expected.PassToPass, Tripwire: tripwireID(res, tw.name)}

@@ -40,14 +40,7 @@ exec python3 -m pytest -q -p no:cacheprovider --rootdir=/app --junitxml="$PROCTO
 // The harness decides from the structured report as SWE-bench does, and a
 // report forced by the agent's code trips the tripwire.
 func TestStructuredResults(t *testing.T) {
-	requireRoot(t)
-	requireTool(t, "python3")
-	if err := havePytest(); err != nil {
-		if os.Getenv("PROCTOR_NO_SKIP") != "" || os.Getenv("CI") == "true" {
-			t.Fatalf("cannot run here: needs pytest (scripts/deps.sh installs python3-pytest): %v", err)
-		}
-		t.Skip("needs pytest")
-	}
+	requirePytest(t)
 	tk := resultsTask(t)
 	forcer := `cat > /app/calc.py <<'PY'
 def add(a, b):

@@ -770,6 +770,7 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	if tw != nil {
 		return r.judgeResults(results, tw, res.ExitCode)
 	}
+	r.readInformationalCTRF(results)
 	rw, err := grade.ReadReward(results)
 	if err != nil {
 		return fmt.Errorf("grader: %w", err)

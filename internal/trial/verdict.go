@@ -104,6 +104,11 @@ type Verdict struct {
 	// Results is what the grader's structured report decided, for a task
 	// with [proctor] results (absent otherwise).
 	Results *ResultsRef `json:"results,omitempty"`
+	// Tests is what the grader's test report said of each test: the
+	// structured results' report, or, for a task without them, a CTRF
+	// report the verifier left, informational only (absent without a
+	// report).
+	Tests *TestsRef `json:"tests,omitempty"`
 	// Pinned is what made this run like the next one with the same inputs,
 	// and what this host could not pin.
 	Pinned *PinnedRef `json:"pinned,omitempty"`
