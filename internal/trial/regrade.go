@@ -24,6 +24,7 @@ type RegradeOptions struct {
 	Out        string // where the new verdict and grader log go: created, or empty
 	CacheDir   string
 	ScratchDir string
+	Storage    string // as Options.Storage
 	Limits     workspace.Limits
 	Progress   io.Writer
 	// AgentPhase is how the trial's agent phase ended (from its verdict):
@@ -48,6 +49,10 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 	}
 	if o.Limits == (workspace.Limits{}) {
 		o.Limits = workspace.DefaultLimits()
+	}
+	storage, err := storageFor(o.Storage, true, o.Task.Environment.StorageMB)
+	if err != nil {
+		return nil, err
 	}
 	f, err := OpenRegularFile(o.Archive)
 	if err != nil {
@@ -75,9 +80,10 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 			Dropped: []workspace.Dropped{}, LeftOut: []workspace.Dropped{}, Archive: o.Archive},
 		Artifacts: []string{},
 		TimingsMS: map[string]int64{},
+		Storage:   storage,
 	}
-	r := &runner{o: Options{Task: t, Out: o.Out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir,
-		LogCap: DefaultLogCap, Limits: o.Limits, Progress: o.Progress}, v: v}
+	r := &runner{o: Options{Task: t, Out: o.Out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir, Storage: o.Storage,
+		LogCap: DefaultLogCap, Limits: o.Limits, Progress: o.Progress}, v: v, storage: storage}
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}

@@ -178,7 +178,7 @@ func (r *runner) learnTooling(ctx context.Context) (*tooling.Profile, error) {
 	defer os.RemoveAll(out)
 	o := r.o
 	o.Agent, o.Solution, o.Out, o.Net, o.ReplayOf, o.Progress, o.NoAudit = OracleAgent, true, out, NetOptions{}, nil, nil, true
-	sub := &runner{o: o, env: r.env, ws: r.ws, hostMasks: r.hostMasks, hostScan: r.hostScan, image: r.image,
+	sub := &runner{o: o, storage: r.storage, env: r.env, ws: r.ws, hostMasks: r.hostMasks, hostScan: r.hostScan, image: r.image,
 		inputs: r.inputs, hashes: r.hashes, learn: &learning{},
 		v: &Verdict{Violations: []Violation{}, TimingsMS: map[string]int64{},
 			Phases:        map[string]Phase{PhaseAgent: {LimitsHit: []sandbox.Limit{}}, PhaseGrader: {LimitsHit: []sandbox.Limit{}}},
@@ -201,7 +201,7 @@ func (r *runner) learnTooling(ctx context.Context) (*tooling.Profile, error) {
 // "python3 -m pytest" in the working directory would be.
 func (r *runner) builtinTooling(ctx context.Context, reason string) (*tooling.Profile, error) {
 	t := r.o.Task
-	s, err := newScratch(r.o.ScratchDir, "tooling", t.Environment.StorageMB)
+	s, err := r.newScratch("tooling")
 	if err != nil {
 		return nil, err
 	}

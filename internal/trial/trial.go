@@ -58,9 +58,16 @@ type Options struct {
 	Solution bool
 	Out      string // output directory: created, or empty
 	CacheDir string // where prepared workspaces are kept
-	// ScratchDir is where the per-sandbox tmpfs mounts go ("" = os.TempDir).
+	// ScratchDir is where each sandbox's filesystem image and mount point
+	// go: a directory on a disk ("" = the temp dir when it is on a disk,
+	// else /var/tmp).
 	ScratchDir string
-	LogCap     int64 // per phase; DefaultLogCap when 0
+	// Storage is where the sandboxes' writable layers live: StorageDisk
+	// ("" too: a filesystem image of the task's storage_mb per sandbox)
+	// or StorageMemory (a tmpfs, asked for by name and recorded in the
+	// verdict).
+	Storage string
+	LogCap  int64 // per phase; DefaultLogCap when 0
 	// Key signs the trial's bundle (OUT/bundle.json). Required by Run.
 	Key      ed25519.PrivateKey
 	Limits   workspace.Limits
@@ -107,7 +114,12 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 		Network:       NetworkRef{AllowedHosts: []string{}},
 		Audit:         AuditRef{Hidden: "off", Network: "off", Counts: map[string]int{}, LeftOut: map[string]int{}},
 	}
-	r := &runner{o: o, v: v}
+	storage, err := storageFor(o.Storage, os.Geteuid() == 0, t.Environment.StorageMB)
+	if err != nil {
+		return nil, err
+	}
+	v.Storage = storage
+	r := &runner{o: o, v: v, storage: storage}
 	keys, err := checkNet(&o)
 	if err != nil {
 		return nil, err
@@ -177,6 +189,9 @@ func (o *Options) check() error {
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("proctor run needs root: its copy-on-write layers are idmapped mounts")
+	}
+	if _, err := storageFor(o.Storage, true, 0); err != nil {
+		return err
 	}
 	if o.AgentDir != "" {
 		abs, err := filepath.Abs(o.AgentDir)
@@ -287,6 +302,8 @@ type runner struct {
 	hashes    *task.HashCache // the file hashes it used, for the recheck
 	// tooling is the verifier's tooling the policy keeps the agent out of.
 	tooling *tooling.Profile
+	// storage is where the sandboxes' writable layers live.
+	storage *StorageRef
 	// learn is set in the oracle run that learns it (tooling.go).
 	learn *learning
 }
@@ -308,7 +325,7 @@ func (r *runner) run(ctx context.Context) error {
 
 	// Agent phase.
 	layoutStart := time.Now()
-	agentScratch, err := newScratch(r.o.ScratchDir, "agent", t.Environment.StorageMB)
+	agentScratch, err := r.newScratch("agent")
 	if err != nil {
 		return err
 	}
@@ -597,6 +614,9 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 	r.v.Models = n.models(r.o.Net.Gateways)
 	if res != nil {
 		r.v.Phases[PhaseAgent] = phaseOf(res, log)
+		if serr := r.noteStorage(PhaseAgent, s); serr != nil && err == nil {
+			err = serr
+		}
 		r.notePinned(PhaseAgent, res)
 		r.event("agent.end", phaseDetail(res))
 		r.say("agent phase: exit %d in %d ms%s", res.ExitCode, res.WallMS, limitNote(res))
@@ -632,9 +652,14 @@ func (r *runner) freeze(l *layout, archivePath string) (*workspace.Changeset, er
 	if err != nil {
 		var le *workspace.LimitError
 		if errors.As(err, &le) {
+			// The limit that ended the trial, unless one that
+			// constrained the agent came first (a full disk).
 			p := r.v.Phases[PhaseAgent]
-			p.Limit = sandbox.Limit("changeset-" + le.What)
-			p.LimitsHit = append(p.LimitsHit, p.Limit)
+			hit := sandbox.Limit("changeset-" + le.What)
+			if p.Limit == sandbox.LimitNone {
+				p.Limit = hit
+			}
+			p.LimitsHit = append(p.LimitsHit, hit)
 			r.v.Phases[PhaseAgent] = p
 		}
 		os.Remove(archivePath)
@@ -656,7 +681,7 @@ func (r *runner) freeze(l *layout, archivePath string) (*workspace.Changeset, er
 // dir.
 func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspace.Changeset) error {
 	t := r.o.Task
-	s, err := newScratch(r.o.ScratchDir, "grader", t.Environment.StorageMB)
+	s, err := r.newScratch("grader")
 	if err != nil {
 		return err
 	}
@@ -715,6 +740,9 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	})
 	if res != nil {
 		r.v.Phases[PhaseGrader] = phaseOf(res, log)
+		if serr := r.noteStorage(PhaseGrader, s); serr != nil && err == nil {
+			err = serr
+		}
 		r.notePinned(PhaseGrader, res)
 		r.event("grader.end", phaseDetail(res))
 		r.say("grader: exit %d in %d ms%s", res.ExitCode, res.WallMS, limitNote(res))

@@ -71,7 +71,7 @@ type Verdict struct {
 	Artifacts     []string         `json:"artifacts"`
 	// TimingsMS are wall times of the harness's own steps: prepare (the
 	// workspace), host_scan (for a "host" environment, finding the host
-	// files to mask), layout (the agent's scratch tmpfs and layer directories;
+	// files to mask), layout (the agent's scratch space and layer directories;
 	// the overlays themselves are mounted as the agent's sandbox starts),
 	// inputs (the digest of the task, its rootfs and the agent directory,
 	// before anything runs), digest (a "host" environment's, beside the
@@ -79,6 +79,9 @@ type Verdict struct {
 	// grading), freeze (reading the changeset) and total. The phases' own
 	// times are in Phases.
 	TimingsMS map[string]int64 `json:"timings_ms"`
+	// Storage is where the sandboxes' writable layers lived: on disk, or
+	// in memory and why.
+	Storage *StorageRef `json:"storage,omitempty"`
 	// Network is the agent phase's network and what its proxy decided.
 	Network NetworkRef `json:"network"`
 	// Tooling is the profile of the verifier's tooling the policy used.
