@@ -289,3 +289,52 @@ func TestTemplateReused(t *testing.T) {
 		t.Errorf("template dir holds %d entries, want 1", len(des))
 	}
 }
+
+// BenchmarkScratch is what a sandbox's scratch space costs, made and taken
+// away: a disk of Terminal-Bench's default 10 GiB (template cached), and
+// the tmpfs it replaces. bench/storage.sh prints it beside whole trials.
+func BenchmarkScratch(b *testing.B) {
+	if os.Geteuid() != 0 {
+		b.Skip("needs root (loop devices, mounts)")
+	}
+	const size = 10240 << 20
+	base := b.TempDir()
+	templates := filepath.Join(base, "templates")
+	if _, err := template(templates, imageSize(size)); err != nil {
+		b.Fatal(err)
+	}
+	dir := filepath.Join(base, "mnt")
+	b.Run("disk", func(b *testing.B) {
+		for b.Loop() {
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				b.Fatal(err)
+			}
+			f, err := Mount(dir, Options{SizeBytes: size, TemplateDir: templates})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if err := f.Unmount(); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.Remove(dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("tmpfs", func(b *testing.B) {
+		for b.Loop() {
+			if err := os.Mkdir(dir, 0o700); err != nil {
+				b.Fatal(err)
+			}
+			if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0755,size=10240m"); err != nil {
+				b.Fatal(err)
+			}
+			if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil {
+				b.Fatal(err)
+			}
+			if err := os.Remove(dir); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -30,6 +30,7 @@ type RunFlags struct {
 	Key         string   `json:"key"` // absolute path of the signing key
 	CacheDir    string   `json:"cache_dir,omitempty"`
 	ScratchDir  string   `json:"scratch_dir,omitempty"`
+	Storage     string   `json:"storage,omitempty"` // run --storage
 	AllowHosts  []string `json:"allow_hosts,omitempty"`
 	Gateways    []string `json:"model_gateways,omitempty"`
 	Config      string   `json:"config,omitempty"`
@@ -49,7 +50,7 @@ type RunFlags struct {
 
 // args returns the run flags as `proctor run` arguments.
 func (f *RunFlags) args() []string {
-	a := runArgs(f.Key, f.AgentDir, f.CacheDir, f.ScratchDir, f.AllowHosts, f.Gateways, f.NoAudit)
+	a := runArgs(f.Key, f.AgentDir, f.CacheDir, f.ScratchDir, f.Storage, f.AllowHosts, f.Gateways, f.NoAudit)
 	if f.Config != "" {
 		a = append(a, "--config", f.Config)
 	}
@@ -58,9 +59,9 @@ func (f *RunFlags) args() []string {
 
 // runArgs are the `proctor run` arguments for these settings ("" and nil
 // for those not set).
-func runArgs(key, agentDir, cacheDir, scratchDir string, hosts, gateways []string, noAudit bool) []string {
+func runArgs(key, agentDir, cacheDir, scratchDir, storage string, hosts, gateways []string, noAudit bool) []string {
 	a := []string{"--key", key, "-q"}
-	for _, o := range [][2]string{{"--agent-dir", agentDir}, {"--cache-dir", cacheDir}, {"--scratch-dir", scratchDir}} {
+	for _, o := range [][2]string{{"--agent-dir", agentDir}, {"--cache-dir", cacheDir}, {"--scratch-dir", scratchDir}, {"--storage", storage}} {
 		if o[1] != "" {
 			a = append(a, o[0], o[1])
 		}

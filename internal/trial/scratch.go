@@ -177,6 +177,35 @@ func cleanStaleScratch(parent string) error {
 	return nil
 }
 
+// tmpTree makes the sandbox's /tmp a directory of the scratch space, so
+// that what it writes there is storage like the rest (under Docker, /tmp
+// is part of the container's writable layer), not the sandbox's own
+// tmpfs, whose pages are memory. It returns a detached mount of it
+// (nosuid, nodev, private) for sandbox.Spec.Trees; the caller closes it.
+func (s *scratch) tmpTree() (sandbox.Tree, error) {
+	dir := filepath.Join(s.dir, "tmp")
+	err := os.Mkdir(dir, 0o755)
+	if err == nil {
+		err = os.Chown(dir, sandbox.RootID(), sandbox.RootID())
+	}
+	if err == nil {
+		err = os.Chmod(dir, 0o1777) // past the umask
+	}
+	if err != nil {
+		return sandbox.Tree{}, fmt.Errorf("creating the sandbox's /tmp: %w", err)
+	}
+	fd, err := unix.OpenTree(unix.AT_FDCWD, dir, unix.OPEN_TREE_CLONE|unix.OPEN_TREE_CLOEXEC)
+	if err != nil {
+		return sandbox.Tree{}, fmt.Errorf("cloning the sandbox's /tmp: %w", err)
+	}
+	ma := &unix.MountAttr{Attr_set: unix.MOUNT_ATTR_NOSUID | unix.MOUNT_ATTR_NODEV, Propagation: unix.MS_PRIVATE}
+	if err := unix.MountSetattr(fd, "", unix.AT_EMPTY_PATH, ma); err != nil {
+		unix.Close(fd)
+		return sandbox.Tree{}, fmt.Errorf("cloning the sandbox's /tmp: %w", err)
+	}
+	return sandbox.Tree{Dst: "/tmp", Mount: os.NewFile(uintptr(fd), dir)}, nil
+}
+
 func (s *scratch) close() error {
 	if s == nil {
 		return nil

@@ -2,6 +2,7 @@ package trial
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -24,10 +25,18 @@ func TestStorageIsDisk(t *testing.T) {
 	if raceEnabled {
 		t.Skip("covered by the run without the race detector (it writes gigabytes)")
 	}
+	// write writes n MiB at path, real data synced to the disk.
+	write := func(path string, n int) string {
+		return fmt.Sprintf("dd if=/dev/zero of=%s bs=1M count=%d conv=fsync", path, n)
+	}
+	// write3G writes 3 GiB at path, records its size and removes it (a
+	// changeset carries 1 GiB at most).
+	write3G := func(path string) string {
+		return write(path, 3072) + " && stat -c %s " + path + " > /app/size && rm " + path
+	}
 	const (
-		write3G = `dd if=/dev/zero of=/root/big bs=1M count=3072 conv=fsync && stat -c %s /root/big > /app/size && rm /root/big`
-		write5G = `dd if=/dev/zero of=/root/big bs=1M count=5120 conv=fsync`
-		reward  = `echo 1 > /logs/verifier/reward.txt`
+		reward    = `echo 1 > /logs/verifier/reward.txt`
+		sizeCheck = `[ "$(cat /app/size)" = 3221225472 ] && ` + reward
 	)
 	cases := []struct {
 		name, agent, test string
@@ -39,17 +48,20 @@ func TestStorageIsDisk(t *testing.T) {
 		passed                  bool
 		backend                 string
 	}{
-		{"the agent writes 3 GB", write3G, `[ "$(cat /app/size)" = 3221225472 ] && ` + reward,
+		{"the agent writes 3 GB", write3G("/root/big"), sizeCheck,
 			"", "", "", 0, StatusClean, true, StorageDisk},
 		// Its 4 GB file is more than a changeset may carry: not graded.
-		{"the agent writes 5 GB", write5G, reward,
+		{"the agent writes 5 GB", write("/root/big", 5120), reward,
 			"", LimitStorage, "", 1, StatusLimit, false, StorageDisk},
-		{"the grader writes 3 GB", "true", write3G + ` && ` + reward,
+		// /tmp is storage too, and never in the changeset: graded.
+		{"the agent writes 5 GB in tmp", write("/tmp/big", 5120), reward,
+			"", LimitStorage, "", 1, StatusLimit, true, StorageDisk},
+		{"the grader writes 3 GB in tmp", "true", write3G("/tmp/big") + " && " + sizeCheck,
 			"", "", "", 0, StatusClean, true, StorageDisk},
 		// The reward first: nothing can be written once the disk is full.
-		{"the grader writes 5 GB", "true", reward + `; ` + write5G,
+		{"the grader writes 5 GB", "true", reward + "; " + write("/root/big", 5120),
 			"", "", LimitStorage, 0, StatusLimit, true, StorageDisk},
-		{"a tmpfs asked for by name is memory", `dd if=/dev/zero of=/root/big bs=1M count=1024 conv=fsync`, reward,
+		{"a tmpfs asked for by name is memory", write("/root/big", 1024), reward,
 			StorageMemory, sandbox.LimitMemory, "", 137, StatusLimit, true, StorageMemory},
 	}
 	for _, c := range cases {

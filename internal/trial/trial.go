@@ -558,7 +558,13 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 		return err
 	}
 	defer n.stop()
+	tmp, err := s.tmpTree()
+	if err != nil {
+		return err
+	}
+	defer tmp.Mount.Close()
 	spec := sandbox.Spec{
+		Trees:    []sandbox.Tree{tmp},
 		Overlays: l.overlays(),
 		Binds:    binds,
 		Masks:    l.masks,
@@ -578,7 +584,7 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 			return err
 		}
 		defer tr.close()
-		spec.Trees = tr.trees
+		spec.Trees = append(spec.Trees, tr.trees...)
 		for _, d := range tr.dirs {
 			ly := l.layerFor(d)
 			ly.hide = append(ly.hide, d) // the trap's mount point is not the agent's change
@@ -713,6 +719,11 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 		return err
 	}
 	defer log.Close()
+	tmp, err := s.tmpTree()
+	if err != nil {
+		return err
+	}
+	defer tmp.Mount.Close()
 	r.say("grading")
 	r.event("grader.start", detail("permitted", len(keep)))
 	var watch func(seccomp.FileAccess)
@@ -721,6 +732,7 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	}
 	res, err := sandbox.Run(ctx, sandbox.Spec{
 		WatchFiles: watch,
+		Trees:      []sandbox.Tree{tmp},
 		Overlays:   l.overlays(),
 		Binds: append([]sandbox.Bind{
 			{Src: t.Tests, Dst: TestsPath},
