@@ -8,7 +8,8 @@
 # one dependency of Jinja2, the real Python library a SWE-bench test grades),
 # mmdebstrap (Debian root filesystems as tasks' rootfs directories), curl
 # and nodejs (clients an agent uses, run inside to reach servers on the
-# host's loopback: curl honours NO_PROXY, Node's fetch ignores the proxy).
+# host's loopback: curl honours NO_PROXY, Node's fetch ignores the proxy),
+# e2fsprogs (mkfs.ext4 formats the sandboxes' disks: a task's storage).
 set -euo pipefail
 need=()
 command -v busybox >/dev/null || need+=(busybox-static)
@@ -16,6 +17,7 @@ command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v hyperfine >/dev/null || need+=(hyperfine)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v git >/dev/null || need+=(git)
+[ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 # Root filesystems as users make them, for the tests of real input shapes
 # (and, with a newer Debian's git, reftable repositories).
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)

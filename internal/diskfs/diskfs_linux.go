@@ -51,7 +51,7 @@ func Mount(dir string, o Options) (*FS, error) {
 	if err != nil {
 		return nil, err
 	}
-	img, err := clone(tmpl, parent)
+	img, err := newImage(tmpl, parent)
 	if err != nil {
 		return nil, err
 	}
@@ -61,6 +61,9 @@ func Mount(dir string, o Options) (*FS, error) {
 		return nil, err
 	}
 	defer dev.Close() // AUTOCLEAR: the mount holds it from now on
+	if err := fill(dev, tmpl); err != nil {
+		return nil, err
+	}
 	if err := unix.Mount(path, dir, "ext4", unix.MS_NOSUID|unix.MS_NODEV, mountOptions); err != nil {
 		return nil, &SetupError{Step: fmt.Sprintf("mounting %s on %s", path, dir), Err: err}
 	}

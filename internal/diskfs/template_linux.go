@@ -116,32 +116,44 @@ func tmpFile(dir string) (*os.File, error) {
 	return os.NewFile(uintptr(fd), filepath.Join(dir, "(image)")), nil
 }
 
-// clone makes a nameless copy of the template in dir, sparse as the
-// template is: only its data (about 0.1 % of it, the formatted metadata)
-// is copied, found with SEEK_DATA and SEEK_HOLE.
-func clone(tmpl, dir string) (*os.File, error) {
-	src, err := os.Open(tmpl)
+// newImage makes a nameless, empty image of the template's size in dir:
+// a hole, until written. fill writes the template into it.
+func newImage(tmpl, dir string) (*os.File, error) {
+	fi, err := os.Stat(tmpl)
 	if err != nil {
 		return nil, &SetupError{Step: "opening the template", Err: err}
+	}
+	img, err := tmpFile(dir)
+	if err != nil {
+		return nil, &SetupError{Step: "creating an image", Err: err}
+	}
+	if err := img.Truncate(fi.Size()); err != nil {
+		img.Close()
+		return nil, &SetupError{Step: "sizing an image", Err: err}
+	}
+	return img, nil
+}
+
+// fill copies the template into dst (an empty image, or the loop device
+// over one), sparse as the template is: only its data (about 0.1 % of
+// it, the formatted metadata) is copied, found with SEEK_DATA and
+// SEEK_HOLE. Written through the loop device, the copy dirties no page
+// of the image before it is attached (attaching writes those to the
+// host's disk, and the blocks then cost their freeing).
+func fill(dst *os.File, tmpl string) error {
+	src, err := os.Open(tmpl)
+	if err != nil {
+		return &SetupError{Step: "opening the template", Err: err}
 	}
 	defer src.Close()
 	fi, err := src.Stat()
 	if err != nil {
-		return nil, &SetupError{Step: "opening the template", Err: err}
+		return &SetupError{Step: "opening the template", Err: err}
 	}
-	dst, err := tmpFile(dir)
-	if err != nil {
-		return nil, &SetupError{Step: "creating an image", Err: err}
+	if err := copySparse(dst, src, fi.Size()); err != nil {
+		return &SetupError{Step: "copying the template", Err: err}
 	}
-	err = dst.Truncate(fi.Size())
-	if err == nil {
-		err = copySparse(dst, src, fi.Size())
-	}
-	if err != nil {
-		dst.Close()
-		return nil, &SetupError{Step: "copying the template", Err: err}
-	}
-	return dst, nil
+	return nil
 }
 
 // copySparse copies the data segments of src (size bytes) to the same
