@@ -11,6 +11,7 @@
 # host's loopback: curl honours NO_PROXY, Node's fetch ignores the proxy),
 # python3-pip (a verifier's client, recorded and replayed by the hermetic
 # grading tests).
+# e2fsprogs (mkfs.ext4 formats the sandboxes' disks: a task's storage).
 set -euo pipefail
 need=()
 command -v busybox >/dev/null || need+=(busybox-static)
@@ -18,6 +19,7 @@ command -v bwrap >/dev/null || need+=(bubblewrap)
 command -v hyperfine >/dev/null || need+=(hyperfine)
 command -v gcc >/dev/null || need+=(gcc libc6-dev)
 command -v git >/dev/null || need+=(git)
+[ -x /usr/sbin/mkfs.ext4 ] || [ -x /sbin/mkfs.ext4 ] || command -v mkfs.ext4 >/dev/null || need+=(e2fsprogs)
 # Root filesystems as users make them, for the tests of real input shapes
 # (and, with a newer Debian's git, reftable repositories).
 command -v mmdebstrap >/dev/null || need+=(mmdebstrap)

@@ -166,7 +166,7 @@ func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	flags := suite.RunFlags{CacheDir: o.CacheDir, ScratchDir: a.tf.scratchDir, AllowHosts: a.nf.allowHosts,
+	flags := suite.RunFlags{CacheDir: o.CacheDir, ScratchDir: a.tf.scratchDir, Storage: a.tf.storage, AllowHosts: a.nf.allowHosts,
 		Gateways: a.nf.gateways, NoAudit: a.nf.noAudit, Internet: a.nf.internet, HostMap: a.nf.hostMap, VerifierHosts: a.nf.verifier, Jobs: a.jobs}
 	for _, p := range []*string{&a.agentDir, &a.nf.config} {
 		if *p != "" {

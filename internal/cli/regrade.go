@@ -61,7 +61,7 @@ when the regrade could not run.`,
 			}
 			now, err := trial.Regrade(c.Context(), trial.RegradeOptions{
 				Task: t, Archive: filepath.Join(filepath.Dir(args[0]), trial.ChangesetFile), Digest: was.Changeset.Digest,
-				Out: out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir, Progress: o.Progress,
+				Out: out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir, Storage: o.Storage, Progress: o.Progress,
 				AgentPhase: was.Phases[trial.PhaseAgent],
 				Tooling:    bundledTooling(filepath.Dir(args[0]), was), ToolingDigest: toolingDigest(was),
 				Recording: filepath.Dir(args[0]), RecordingDigest: recordingDigest(was),

@@ -26,6 +26,7 @@ const exitNotPassed = 1
 // trialFlags are the flags every trial-running command shares.
 type trialFlags struct {
 	cacheDir, scratchDir, keyFile string
+	storage                       string
 	quiet                         bool
 }
 
@@ -38,7 +39,8 @@ func (f *trialFlags) register(c *cobra.Command) {
 // nothing.
 func (f *trialFlags) registerUnsigned(c *cobra.Command) {
 	c.Flags().StringVar(&f.cacheDir, "cache-dir", "", "where prepared workspaces are kept (default $PROCTOR_CACHE_DIR, else the user cache dir)")
-	c.Flags().StringVar(&f.scratchDir, "scratch-dir", "", "where each sandbox's private tmpfs is mounted while it runs (default the temp dir)")
+	c.Flags().StringVar(&f.scratchDir, "scratch-dir", "", "a directory on a disk (not a tmpfs) where each sandbox's filesystem image and mount point go while it runs (default the temp dir, or /var/tmp when that is a tmpfs)")
+	c.Flags().StringVar(&f.storage, "storage", "", `where the sandboxes' writable layers live: "disk" (default: an ext4 image of the task's storage_mb each) or "memory" (a tmpfs whose pages count against memory_mb; recorded in the verdict)`)
 	c.Flags().BoolVarP(&f.quiet, "quiet", "q", false, "no progress lines on stderr")
 }
 
@@ -110,7 +112,7 @@ func (f *trialFlags) options(stderr io.Writer) (trial.Options, error) {
 
 // baseOptions are the options without a signing key (for regrade).
 func (f *trialFlags) baseOptions(stderr io.Writer) (trial.Options, error) {
-	o := trial.Options{ScratchDir: f.scratchDir}
+	o := trial.Options{ScratchDir: f.scratchDir, Storage: f.storage}
 	var err error
 	if o.CacheDir, err = cacheDir(f.cacheDir); err != nil {
 		return o, err

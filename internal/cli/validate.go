@@ -135,7 +135,7 @@ could not be run.`,
 				for i := 1; i <= repeat; i++ {
 					v, err := trial.Regrade(c.Context(), trial.RegradeOptions{
 						Task: t, Archive: filepath.Join(first, trial.ChangesetFile), Digest: oracles[0].Changeset.Digest,
-						Out: filepath.Join(base, fmt.Sprintf("regrade-%d", i)), CacheDir: o.CacheDir, ScratchDir: o.ScratchDir,
+						Out: filepath.Join(base, fmt.Sprintf("regrade-%d", i)), CacheDir: o.CacheDir, ScratchDir: o.ScratchDir, Storage: o.Storage,
 						Progress: o.Progress, AgentPhase: oracles[0].Phases[trial.PhaseAgent], Net: o.Net,
 					})
 					if err != nil {

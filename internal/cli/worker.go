@@ -92,7 +92,7 @@ trials go to another worker once the ack wait runs out.`,
 			}
 			defer conn.Close()
 			w := &suite.Worker{Conn: conn, Name: name, Jobs: jobs, Key: key, Priv: priv, Trust: coords, KeyID: bundle.Fingerprint(pub),
-				Version: bundle.ThisBuild().Version, CacheDir: o.CacheDir, ScratchDir: tf.scratchDir, Log: stderr}
+				Version: bundle.ThisBuild().Version, CacheDir: o.CacheDir, ScratchDir: tf.scratchDir, Storage: tf.storage, Log: stderr}
 			if tf.quiet {
 				w.Log = nil
 			}

@@ -30,6 +30,7 @@ type RunFlags struct {
 	Key        string   `json:"key"` // absolute path of the signing key
 	CacheDir   string   `json:"cache_dir,omitempty"`
 	ScratchDir string   `json:"scratch_dir,omitempty"`
+	Storage    string   `json:"storage,omitempty"` // run --storage
 	AllowHosts []string `json:"allow_hosts,omitempty"`
 	Gateways   []string `json:"model_gateways,omitempty"`
 	Config     string   `json:"config,omitempty"`
@@ -56,7 +57,7 @@ type RunFlags struct {
 
 // args returns the run flags as `proctor run` arguments.
 func (f *RunFlags) args() []string {
-	a := runArgs(f.Key, f.AgentDir, f.CacheDir, f.ScratchDir, f.AllowHosts, f.Gateways, f.HostMap, f.NoAudit, f.Internet)
+	a := runArgs(f.Key, f.AgentDir, f.CacheDir, f.ScratchDir, f.Storage, f.AllowHosts, f.Gateways, f.HostMap, f.NoAudit, f.Internet)
 	a = append(a, verifierArgs(f.VerifierHosts, f.CAFiles)...)
 	if f.Config != "" {
 		a = append(a, "--config", f.Config)
@@ -66,9 +67,9 @@ func (f *RunFlags) args() []string {
 
 // runArgs are the `proctor run` arguments for these settings ("" and nil
 // for those not set).
-func runArgs(key, agentDir, cacheDir, scratchDir string, hosts, gateways, hostMap []string, noAudit, internet bool) []string {
+func runArgs(key, agentDir, cacheDir, scratchDir, storage string, hosts, gateways, hostMap []string, noAudit, internet bool) []string {
 	a := []string{"--key", key, "-q"}
-	for _, o := range [][2]string{{"--agent-dir", agentDir}, {"--cache-dir", cacheDir}, {"--scratch-dir", scratchDir}} {
+	for _, o := range [][2]string{{"--agent-dir", agentDir}, {"--cache-dir", cacheDir}, {"--scratch-dir", scratchDir}, {"--storage", storage}} {
 		if o[1] != "" {
 			a = append(a, o[0], o[1])
 		}

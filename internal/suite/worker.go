@@ -42,6 +42,7 @@ type Worker struct {
 	Version    string
 	CacheDir   string // trees unpacked by digest under CacheDir/cluster/trees
 	ScratchDir string
+	Storage    string // run --storage
 	Exe        string // the proctor binary (os.Executable by default)
 	Log        io.Writer
 	// KeepAlive is how often a running trial's message is kept alive
@@ -303,7 +304,7 @@ func (w *Worker) run(ctx context.Context, m cluster.TrialMsg, out, cpuset string
 		}
 	}
 	args := append([]string{"run", "--task", taskDir, "--agent", m.AgentCommand, "--out", out, "--nonce", m.ID},
-		runArgs(w.Key, agentDir, w.CacheDir, w.ScratchDir, m.AllowHosts, m.Gateways, m.HostMap, m.NoAudit, m.Internet)...)
+		runArgs(w.Key, agentDir, w.CacheDir, w.ScratchDir, w.Storage, m.AllowHosts, m.Gateways, m.HostMap, m.NoAudit, m.Internet)...)
 	args = append(args, verifierArgs(m.VerifierHosts, m.CAFiles)...)
 	if cpuset != "" {
 		args = append(args, "--cpuset", cpuset)

@@ -6,12 +6,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/proctor-sandbox/proctor/internal/cgroup"
 	"github.com/proctor-sandbox/proctor/internal/sandbox"
 	"github.com/proctor-sandbox/proctor/internal/workspace"
 )
@@ -39,82 +37,6 @@ var skeletonDirs = []struct {
 	{"run", 0o755}, {"var", 0o755}, {"var/tmp", 0o1777}, {"var/cache", 0o755}, {"var/lib", 0o755},
 	{"var/log", 0o755}, {"proc", 0o555}, {"dev", 0o755}, {"sys", 0o555}, {"tmp", 0o1777},
 	{"proctor", 0o755}, {"logs", 0o755},
-}
-
-// scratch is a private tmpfs holding one sandbox's upper layers: its size
-// caps what the agent can write, and unmounting it frees everything.
-type scratch struct {
-	dir string
-}
-
-// scratchPrefix starts every scratch directory's name; the creator's pid
-// follows, so that a later run can tell an orphan from one in use.
-const scratchPrefix = "proctor-scratch-"
-
-func newScratch(parent, name string, sizeMB int64) (*scratch, error) {
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	dir, err := os.MkdirTemp(parent, fmt.Sprintf("%s%d-%s-", scratchPrefix, os.Getpid(), name))
-	if err != nil {
-		return nil, fmt.Errorf("creating scratch space: %w", err)
-	}
-	opts := fmt.Sprintf("mode=0755,size=%dm", sizeMB)
-	if err := unix.Mount("tmpfs", dir, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, opts); err != nil {
-		os.Remove(dir)
-		return nil, fmt.Errorf("mounting scratch space on %s: %w", dir, err)
-	}
-	return &scratch{dir: dir}, nil
-}
-
-// CleanStaleScratch removes what trials of dead proctor processes left in
-// scratch directory dir ("" for the temp dir); see cleanStaleScratch.
-func CleanStaleScratch(dir string) error { return cleanStaleScratch(dir) }
-
-// cleanStaleScratch unmounts and removes the scratch directories under
-// parent that a proctor process which no longer exists left behind (it was
-// killed mid-trial). Directories of live processes are never touched; a pid
-// reused by another process only delays the clean-up.
-func cleanStaleScratch(parent string) error {
-	if parent == "" {
-		parent = os.TempDir()
-	}
-	des, err := os.ReadDir(parent)
-	if err != nil {
-		return fmt.Errorf("looking for stale scratch space: %w", err)
-	}
-	for _, de := range des {
-		rest, ok := strings.CutPrefix(de.Name(), scratchPrefix)
-		if !ok || !de.IsDir() {
-			continue
-		}
-		pidStr, _, _ := strings.Cut(rest, "-")
-		pid, err := strconv.Atoi(pidStr)
-		if err != nil || pid <= 0 || pid == os.Getpid() {
-			continue
-		}
-		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) && !cgroup.Zombie(pid) {
-			continue // alive (or not ours to signal): in use
-		}
-		dir := filepath.Join(parent, de.Name())
-		if err := unix.Unmount(dir, unix.MNT_DETACH); err != nil && !errors.Is(err, unix.EINVAL) {
-			return fmt.Errorf("unmounting stale scratch space %s: %w", dir, err)
-		}
-		if err := os.Remove(dir); err != nil {
-			return fmt.Errorf("removing stale scratch space %s: %w", dir, err)
-		}
-	}
-	return nil
-}
-
-func (s *scratch) close() error {
-	if s == nil {
-		return nil
-	}
-	if err := unix.Unmount(s.dir, unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("unmounting scratch space %s: %w", s.dir, err)
-	}
-	return os.Remove(s.dir)
 }
 
 // layer is one copy-on-write overlay of a sandbox and the pristine directory

@@ -25,6 +25,7 @@ type RegradeOptions struct {
 	Out        string // where the new verdict and grader log go: created, or empty
 	CacheDir   string
 	ScratchDir string
+	Storage    string // as Options.Storage
 	Limits     workspace.Limits
 	Progress   io.Writer
 	// AgentPhase is how the trial's agent phase ended (from its verdict):
@@ -60,6 +61,10 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 	if o.Limits == (workspace.Limits{}) {
 		o.Limits = workspace.DefaultLimits()
 	}
+	storage, err := storageFor(o.Storage, true, o.Task.Environment.StorageMB)
+	if err != nil {
+		return nil, err
+	}
 	f, err := OpenRegularFile(o.Archive)
 	if err != nil {
 		return nil, fmt.Errorf("reading the changeset: %w", err)
@@ -86,9 +91,10 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 			Dropped: []workspace.Dropped{}, LeftOut: []workspace.Dropped{}, Archive: o.Archive},
 		Artifacts: []string{},
 		TimingsMS: map[string]int64{},
+		Storage:   storage,
 	}
-	r := &runner{o: Options{Task: t, Out: o.Out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir,
-		LogCap: DefaultLogCap, Limits: o.Limits, Progress: o.Progress, Net: o.Net}, v: v}
+	r := &runner{o: Options{Task: t, Out: o.Out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir, Storage: o.Storage,
+		LogCap: DefaultLogCap, Limits: o.Limits, Progress: o.Progress, Net: o.Net}, v: v, storage: storage}
 	if err := r.prepare(ctx); err != nil {
 		return nil, err
 	}

@@ -239,7 +239,7 @@ func (r *runner) learnTooling(ctx context.Context, record bool) (*tooling.Profil
 	if !oracle {
 		o.Agent, o.Solution = "true", false
 	}
-	sub := &runner{o: o, env: r.env, ws: r.ws, hostMasks: r.hostMasks, hostScan: r.hostScan, image: r.image,
+	sub := &runner{o: o, storage: r.storage, env: r.env, ws: r.ws, hostMasks: r.hostMasks, hostScan: r.hostScan, image: r.image,
 		inputs: r.inputs, hashes: r.hashes, keys: r.keys, learn: &learning{noTrace: !oracle},
 		v: &Verdict{Violations: []Violation{}, TimingsMS: map[string]int64{},
 			Phases:        map[string]Phase{PhaseAgent: {LimitsHit: []sandbox.Limit{}}, PhaseGrader: {LimitsHit: []sandbox.Limit{}}},
@@ -276,7 +276,7 @@ func (r *runner) learnTooling(ctx context.Context, record bool) (*tooling.Profil
 // "python3 -m pytest" in the working directory would be.
 func (r *runner) builtinTooling(ctx context.Context, reason string) (*tooling.Profile, error) {
 	t := r.o.Task
-	s, err := newScratch(r.o.ScratchDir, "tooling", t.Environment.StorageMB)
+	s, err := r.newScratch("tooling")
 	if err != nil {
 		return nil, err
 	}

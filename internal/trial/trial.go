@@ -59,9 +59,16 @@ type Options struct {
 	Solution bool
 	Out      string // output directory: created, or empty
 	CacheDir string // where prepared workspaces are kept
-	// ScratchDir is where the per-sandbox tmpfs mounts go ("" = os.TempDir).
+	// ScratchDir is where each sandbox's filesystem image and mount point
+	// go: a directory on a disk ("" = the temp dir when it is on a disk,
+	// else /var/tmp).
 	ScratchDir string
-	LogCap     int64 // per phase; DefaultLogCap when 0
+	// Storage is where the sandboxes' writable layers live: StorageDisk
+	// ("" too: a filesystem image of the task's storage_mb per sandbox)
+	// or StorageMemory (a tmpfs, asked for by name and recorded in the
+	// verdict).
+	Storage string
+	LogCap  int64 // per phase; DefaultLogCap when 0
 	// Key signs the trial's bundle (OUT/bundle.json). Required by Run.
 	Key      ed25519.PrivateKey
 	Limits   workspace.Limits
@@ -108,7 +115,12 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 		Network:       NetworkRef{Mode: task.NetworkNone, Requested: task.NetworkNone, AllowedHosts: []string{}},
 		Audit:         AuditRef{Hidden: "off", Network: "off", Counts: map[string]int{}, LeftOut: map[string]int{}},
 	}
-	r := &runner{o: o, v: v}
+	storage, err := storageFor(o.Storage, os.Geteuid() == 0, t.Environment.StorageMB)
+	if err != nil {
+		return nil, err
+	}
+	v.Storage = storage
+	r := &runner{o: o, v: v, storage: storage}
 	keys, err := checkNet(&o)
 	if err != nil {
 		return nil, err
@@ -178,6 +190,9 @@ func (o *Options) check() error {
 	}
 	if os.Geteuid() != 0 {
 		return errors.New("proctor run needs root: its copy-on-write layers are idmapped mounts")
+	}
+	if _, err := storageFor(o.Storage, true, 0); err != nil {
+		return err
 	}
 	if o.AgentDir != "" {
 		abs, err := filepath.Abs(o.AgentDir)
@@ -288,6 +303,8 @@ type runner struct {
 	hashes    *task.HashCache // the file hashes it used, for the recheck
 	// tooling is the verifier's tooling the policy keeps the agent out of.
 	tooling *tooling.Profile
+	// storage is where the sandboxes' writable layers live.
+	storage *StorageRef
 	// learn is set in the oracle run that learns it (tooling.go).
 	learn *learning
 	// recording is what the pristine verifier fetched: the trial's
@@ -312,7 +329,7 @@ func (r *runner) run(ctx context.Context) error {
 
 	// Agent phase.
 	layoutStart := time.Now()
-	agentScratch, err := newScratch(r.o.ScratchDir, "agent", t.Environment.StorageMB)
+	agentScratch, err := r.newScratch("agent")
 	if err != nil {
 		return err
 	}
@@ -559,7 +576,13 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 		return err
 	}
 	defer n.stop()
+	tmp, err := s.tmpTree()
+	if err != nil {
+		return err
+	}
+	defer tmp.Mount.Close()
 	spec := sandbox.Spec{
+		Trees:    []sandbox.Tree{tmp},
 		Overlays: l.overlays(),
 		Binds:    binds,
 		Masks:    l.masks,
@@ -579,7 +602,7 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 			return err
 		}
 		defer tr.close()
-		spec.Trees = tr.trees
+		spec.Trees = append(spec.Trees, tr.trees...)
 		for _, d := range tr.dirs {
 			ly := l.layerFor(d)
 			ly.hide = append(ly.hide, d) // the trap's mount point is not the agent's change
@@ -616,6 +639,9 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 	r.v.Models = n.models(r.o.Net.Gateways)
 	if res != nil {
 		r.v.Phases[PhaseAgent] = phaseOf(res, log)
+		if serr := r.noteStorage(PhaseAgent, s); serr != nil && err == nil {
+			err = serr
+		}
 		r.notePinned(PhaseAgent, res)
 		r.event("agent.end", phaseDetail(res))
 		r.say("agent phase: exit %d in %d ms%s", res.ExitCode, res.WallMS, limitNote(res))
@@ -651,9 +677,14 @@ func (r *runner) freeze(l *layout, archivePath string) (*workspace.Changeset, er
 	if err != nil {
 		var le *workspace.LimitError
 		if errors.As(err, &le) {
+			// The limit that ended the trial, unless one that
+			// constrained the agent came first (a full disk).
 			p := r.v.Phases[PhaseAgent]
-			p.Limit = sandbox.Limit("changeset-" + le.What)
-			p.LimitsHit = append(p.LimitsHit, p.Limit)
+			hit := sandbox.Limit("changeset-" + le.What)
+			if p.Limit == sandbox.LimitNone {
+				p.Limit = hit
+			}
+			p.LimitsHit = append(p.LimitsHit, hit)
 			r.v.Phases[PhaseAgent] = p
 		}
 		os.Remove(archivePath)
@@ -675,7 +706,7 @@ func (r *runner) freeze(l *layout, archivePath string) (*workspace.Changeset, er
 // dir.
 func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspace.Changeset) error {
 	t := r.o.Task
-	s, err := newScratch(r.o.ScratchDir, "grader", t.Environment.StorageMB)
+	s, err := r.newScratch("grader")
 	if err != nil {
 		return err
 	}
@@ -707,6 +738,11 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 		return err
 	}
 	defer log.Close()
+	tmp, err := s.tmpTree()
+	if err != nil {
+		return err
+	}
+	defer tmp.Mount.Close()
 	r.say("grading")
 	r.event("grader.start", detail("permitted", len(keep)))
 	var watch func(seccomp.FileAccess)
@@ -719,6 +755,7 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	}
 	spec := sandbox.Spec{
 		WatchFiles: watch,
+		Trees:      []sandbox.Tree{tmp},
 		Overlays:   l.overlays(),
 		Binds: append([]sandbox.Bind{
 			{Src: t.Tests, Dst: TestsPath},
@@ -749,6 +786,9 @@ func (r *runner) gradePhase(ctx context.Context, archivePath string, cs *workspa
 	}
 	if res != nil {
 		r.v.Phases[PhaseGrader] = phaseOf(res, log)
+		if serr := r.noteStorage(PhaseGrader, s); serr != nil && err == nil {
+			err = serr
+		}
 		r.notePinned(PhaseGrader, res)
 		r.event("grader.end", phaseDetail(res))
 		r.say("grader: exit %d in %d ms%s", res.ExitCode, res.WallMS, limitNote(res))

@@ -147,7 +147,8 @@ type taskSpec struct {
 	files      map[string]string // workspace files
 	test       string            // body of tests/test.sh
 	grading    string
-	storageMB  int
+	storageMB  int // 256 when 0
+	memoryMB   int // 2048 when 0
 	timeoutSec int // agent and verifier; 60 when 0
 	// rootfs, when set, fills environment/rootfs, which becomes the task's
 	// root instead of the host's system directories.
@@ -187,6 +188,10 @@ func writeTask(t *testing.T, s taskSpec) *task.Task {
 	if storage == 0 {
 		storage = 256
 	}
+	memory := s.memoryMB
+	if memory == 0 {
+		memory = 2048
+	}
 	timeout := s.timeoutSec
 	if timeout == 0 {
 		timeout = 60
@@ -208,13 +213,13 @@ timeout_sec = %d
 [verifier]
 timeout_sec = %d
 [environment]
-memory_mb = 2048
+memory_mb = %d
 storage_mb = %d
 %s[proctor]
 rootfs = %q
 grading = %q
 protected = [%s]
-`, timeout, timeout, storage, network, rootfs, grading, quoteList(s.protected))
+`, timeout, timeout, memory, storage, network, rootfs, grading, quoteList(s.protected))
 	must(os.WriteFile(filepath.Join(dir, "task.toml"), []byte(toml), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "instruction.md"), []byte("Do the thing.\n"), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "tests", "test.sh"), []byte("#!/bin/sh\n"+s.test+"\n"), 0o755))

@@ -71,7 +71,7 @@ type Verdict struct {
 	Artifacts     []string         `json:"artifacts"`
 	// TimingsMS are wall times of the harness's own steps: prepare (the
 	// workspace), host_scan (for a "host" environment, finding the host
-	// files to mask), layout (the agent's scratch tmpfs and layer directories;
+	// files to mask), layout (the agent's scratch space and layer directories;
 	// the overlays themselves are mounted as the agent's sandbox starts),
 	// inputs (the digest of the task, its rootfs and the agent directory,
 	// before anything runs), digest (a "host" environment's, beside the
@@ -84,6 +84,9 @@ type Verdict struct {
 	// is among Artifacts, and so in the bundle. Absent for a task with
 	// none.
 	Collected []CollectedRef `json:"collected,omitempty"`
+	// Storage is where the sandboxes' writable layers lived: on disk, or
+	// in memory and why.
+	Storage *StorageRef `json:"storage,omitempty"`
 	// Network is the agent phase's network and what its proxy decided.
 	Network NetworkRef `json:"network"`
 	// OpenNetwork marks a trial whose agent had open egress (the operator
