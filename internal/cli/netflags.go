@@ -19,6 +19,9 @@ import (
 // file that may hold both, and whether the audit watches.
 type netFlags struct {
 	allowHosts []string
+	// buildAllowHosts is the allow-list of a task's environment build
+	// (its RUN steps and ADD URLs), not the agent's.
+	buildAllowHosts []string
 	gateways   []string
 	config     string
 	noAudit    bool
@@ -27,7 +30,8 @@ type netFlags struct {
 func (f *netFlags) register(c *cobra.Command) {
 	c.Flags().StringArrayVar(&f.allowHosts, "allow-host", nil, "let the agent reach HOST[:PORT] through the egress proxy (repeatable; *.example.com matches names below example.com; a loopback address or localhost is also served at that address inside)")
 	c.Flags().StringArrayVar(&f.gateways, "model-gateway", nil, "NAME=URL[,NAME=URL…]: serve a model gateway inside; the real key comes from the host's NAME_API_KEY, the agent gets NAME_BASE_URL and a dummy NAME_API_KEY (repeatable)")
-	c.Flags().StringVar(&f.config, "config", "", "a TOML file with allow_hosts = [...] and a [model_gateway] table (default $PROCTOR_CONFIG)")
+	c.Flags().StringArrayVar(&f.buildAllowHosts, "build-allow-host", nil, "let the RUN steps and ADD URLs of a task's environment/Dockerfile reach HOST[:PORT] through the build's egress proxy (repeatable; default none: no network)")
+	c.Flags().StringVar(&f.config, "config", "", "a TOML file with allow_hosts = [...], a [model_gateway] table and a [build] table with allow_hosts (default $PROCTOR_CONFIG)")
 	c.Flags().BoolVar(&f.noAudit, "no-audit", false, "do not record the agent's attempts on hidden paths and its connects (recorded as off in the verdict; hiding and the network cut stay)")
 }
 
@@ -36,16 +40,41 @@ func (f *netFlags) register(c *cobra.Command) {
 type runConfig struct {
 	AllowHosts   []string          `toml:"allow_hosts"`
 	ModelGateway map[string]string `toml:"model_gateway"`
+	Build        buildConfig       `toml:"build"`
+}
+
+// buildConfig is the config file's [build] table: the network of image
+// builds (proctor image build, and the builds of tasks' environments).
+type buildConfig struct {
+	AllowHosts []string `toml:"allow_hosts"`
+}
+
+// configPath is the --config file, else $PROCTOR_CONFIG, else "".
+func configPath(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv("PROCTOR_CONFIG")
+}
+
+// buildHosts returns the build allow-list of the config file's [build]
+// table and the flags together.
+func buildHosts(config string, flags []string) ([]string, error) {
+	var hosts []string
+	if p := configPath(config); p != "" {
+		cfg, err := readRunConfig(p)
+		if err != nil {
+			return nil, err
+		}
+		hosts = append(hosts, cfg.Build.AllowHosts...)
+	}
+	return append(hosts, flags...), nil
 }
 
 // resolved returns the hosts and gateway specs of the config file and the
 // flags together, the gateways checked.
 func (f *netFlags) resolved() (hosts, gateways []string, err error) {
-	path := f.config
-	if path == "" {
-		path = os.Getenv("PROCTOR_CONFIG")
-	}
-	if path != "" {
+	if path := configPath(f.config); path != "" {
 		cfg, err := readRunConfig(path)
 		if err != nil {
 			return nil, nil, err
@@ -86,6 +115,9 @@ func (f *netFlags) apply(o *trial.Options) error {
 	}
 	o.Net.Getenv = os.Getenv
 	o.NoAudit = f.noAudit
+	if o.Build.AllowHosts, err = buildHosts(f.config, f.buildAllowHosts); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -100,7 +132,7 @@ func readRunConfig(path string) (*runConfig, error) {
 	if err := dec.Decode(&cfg); err != nil {
 		var sm *toml.StrictMissingError
 		if errors.As(err, &sm) && len(sm.Errors) > 0 {
-			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts or [model_gateway])", path, strings.Join(sm.Errors[0].Key(), "."))
+			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts, [model_gateway] or [build] allow_hosts)", path, strings.Join(sm.Errors[0].Key(), "."))
 		}
 		var de *toml.DecodeError
 		if errors.As(err, &de) {
