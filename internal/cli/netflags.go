@@ -22,9 +22,9 @@ type netFlags struct {
 	// buildAllowHosts is the allow-list of a task's environment build
 	// (its RUN steps and ADD URLs), not the agent's.
 	buildAllowHosts []string
-	gateways   []string
-	config     string
-	noAudit    bool
+	gateways        []string
+	config          string
+	noAudit         bool
 }
 
 func (f *netFlags) register(c *cobra.Command) {

@@ -229,4 +229,3 @@ func keyOf(parts ...string) string {
 
 // lowerOwner is the owner of a RUN step's upper: the sandbox's root.
 func lowerOwner() int { return sandbox.RootID() }
-
