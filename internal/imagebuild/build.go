@@ -90,6 +90,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	b := &builder{o: o, df: df, cache: c, lex: shell.NewLex(df.Escape), froms: map[string]*image.Image{}}
 	sum := sha256.Sum256(raw)
 	b.res.DockerfileDigest = "sha256:" + hex.EncodeToString(sum[:])
+	b.runCtx = ctx
 	if o.Timeout > 0 {
 		b.deadline = time.Now().Add(o.Timeout)
 		var cancel context.CancelFunc
@@ -123,7 +124,7 @@ func Build(ctx context.Context, o Options) (*Result, error) {
 	b.res.ProxyAllowed, b.res.ProxyDenied = b.net.allowed, b.net.denied
 	b.net.mu.Unlock()
 	if err != nil {
-		if ctx.Err() != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) && !b.deadline.IsZero() {
+		if !b.deadline.IsZero() && !time.Now().Before(b.deadline) {
 			err = fmt.Errorf("%w (the build's timeout of %s)", err, o.Timeout)
 		}
 		b.log("error: %v", err)
@@ -168,6 +169,7 @@ type builder struct {
 	logf     *os.File
 	logw     io.Writer
 	deadline time.Time
+	runCtx   context.Context // the caller's: a RUN step ends at the deadline by its own timeout
 	global   *envList
 	stages   []*stageState
 	froms    map[string]*image.Image // FROM and --from images already resolved

@@ -3,7 +3,6 @@ package imagebuild
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -27,7 +26,7 @@ const (
 
 // runStep runs argv in a sandbox whose root is an overlay of lowers with
 // w's upper as the writable layer, writing its output to the build log.
-func (b *builder) runStep(ctx context.Context, w *work, lowers []string, argv, env []string, workdir string, user *sandbox.User) (*sandbox.Result, string, error) {
+func (b *builder) runStep(w *work, lowers []string, argv, env []string, workdir string, user *sandbox.User) (*sandbox.Result, string, error) {
 	tail := &tailWriter{max: tailBytes}
 	out := io.MultiWriter(b.logw, tail)
 	spec := sandbox.Spec{
@@ -60,7 +59,9 @@ func (b *builder) runStep(ctx context.Context, w *work, lowers []string, argv, e
 			}
 		}
 	}
-	res, err := sandbox.Run(ctx, spec)
+	// The caller's context, not the build's deadline: the step's own
+	// timeout ends it then, and says so.
+	res, err := sandbox.Run(b.runCtx, spec)
 	mu.Lock()
 	for _, l := range ls {
 		l.Close()

@@ -444,7 +444,7 @@ func (b *builder) run(ctx context.Context, s *stageState, c *instructions.RunCom
 	if err != nil {
 		return err
 	}
-	res, tail, err := b.runStep(ctx, w, s.lowers(b.cache.path("empty")), argv, env, workdir, user)
+	res, tail, err := b.runStep(w, s.lowers(b.cache.path("empty")), argv, env, workdir, user)
 	b.res.Ran++
 	if err != nil {
 		w.abandon()
