@@ -125,16 +125,22 @@ func (n *buildNet) fetch(ctx context.Context, raw string, f *os.File) (time.Time
 	if err != nil {
 		return time.Time{}, err
 	}
+	start := time.Now()
 	resp, err := client.Do(req)
 	port := u.Port()
 	if port == "" {
 		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	if d, ok := n.decision(strings.ToLower(u.Hostname()) + ":" + port); ok && !d.Allowed {
+	if err != nil || resp.StatusCode != http.StatusOK {
+		// The proxy records a request when it ends: a refusal closes the
+		// connection, so its decision follows the answer closely.
 		if resp != nil {
 			resp.Body.Close()
 		}
-		return time.Time{}, fmt.Errorf("ADD %s: %w: %s (hint: --allow-host %s)", raw, ErrNetwork, d.Reason, u.Hostname())
+		tr.CloseIdleConnections()
+		if d, ok := n.waitDecision(strings.ToLower(u.Hostname())+":"+port, start); ok && !d.Allowed {
+			return time.Time{}, fmt.Errorf("ADD %s: %w: %s (hint: --allow-host %s)", raw, ErrNetwork, d.Reason, u.Hostname())
+		}
 	}
 	if err != nil {
 		return time.Time{}, fmt.Errorf("ADD %s: %w", raw, err)
@@ -154,11 +160,19 @@ func (n *buildNet) fetch(ctx context.Context, raw string, f *os.File) (time.Time
 	return mt, nil
 }
 
-func (n *buildNet) decision(hostport string) (netpolicy.Decision, bool) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	d, ok := n.last[hostport]
-	return d, ok
+// waitDecision waits (a few seconds at most) for the proxy's decision on
+// a request to hostport made at or after start.
+func (n *buildNet) waitDecision(hostport string, start time.Time) (netpolicy.Decision, bool) {
+	for range 200 {
+		n.mu.Lock()
+		d, ok := n.last[hostport]
+		n.mu.Unlock()
+		if ok && !d.Time.Before(start) {
+			return d, true
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	return netpolicy.Decision{}, false
 }
 
 // urlName is the file name an ADD URL gets in a destination directory.

@@ -27,8 +27,9 @@ const (
 // runStep runs argv in a sandbox whose root is an overlay of lowers with
 // w's upper as the writable layer, writing its output to the build log.
 func (b *builder) runStep(w *work, lowers []string, argv, env []string, workdir string, user *sandbox.User) (*sandbox.Result, string, error) {
-	tail := &tailWriter{max: tailBytes}
-	out := io.MultiWriter(b.logw, tail)
+	// The last line of stderr names a failure best (apt's "E: …"); else
+	// stdout's.
+	tailOut, tailErr := &tailWriter{max: tailBytes}, &tailWriter{max: tailBytes}
 	spec := sandbox.Spec{
 		Overlays: []sandbox.Overlay{{Dst: "/", Lower: lowers, Upper: w.upper(), Work: w.ovl()}},
 		Workdir:  workdir,
@@ -43,8 +44,8 @@ func (b *builder) runStep(w *work, lowers []string, argv, env []string, workdir 
 			Timeout:     b.remaining(),
 		},
 		AllowDegraded: b.o.AllowDegraded,
-		Stdout:        out,
-		Stderr:        out,
+		Stdout:        io.MultiWriter(b.logw, tailOut),
+		Stderr:        io.MultiWriter(b.logw, tailErr),
 	}
 	var ls []net.Listener
 	var mu sync.Mutex
@@ -67,7 +68,11 @@ func (b *builder) runStep(w *work, lowers []string, argv, env []string, workdir 
 		l.Close()
 	}
 	mu.Unlock()
-	return res, tail.last(), err
+	tail := tailErr.last()
+	if tail == "" {
+		tail = tailOut.last()
+	}
+	return res, tail, err
 }
 
 // remaining is what is left of the build's deadline for one step (0:
