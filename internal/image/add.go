@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -52,29 +51,7 @@ func (s *Store) Add(img v1.Image, refs []string, base *Image, build *BuildInfo) 
 		}
 		norm = append(norm, n)
 	}
-	d, err := img.Digest()
-	if err != nil {
-		return nil, fmt.Errorf("computing image digest: %w", err)
-	}
-	digest := d.String()
-	if !digestRE.MatchString(digest) {
-		return nil, fmt.Errorf("unsupported image digest %s", digest)
-	}
-	if _, err := s.readMeta(digest); errors.Is(err, os.ErrNotExist) {
-		if err := s.unpack(img, digest, base, build); err != nil {
-			return nil, err
-		}
-	} else if err != nil {
-		return nil, err
-	}
-	if err := s.updateRefs(func(m map[string]string) {
-		for _, r := range norm {
-			m[r] = digest
-		}
-	}); err != nil {
-		return nil, err
-	}
-	return s.load(digest)
+	return s.addOnto(img, norm, base, build)
 }
 
 // Raw returns a stored image's manifest and config as their digests cover

@@ -154,8 +154,15 @@ func hostPlatform() v1.Platform {
 	return v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 }
 
-// add unpacks img unless its digest is stored already, then records refs.
+// add unpacks img unless its digest is stored already, then records refs
+// (normalised).
 func (s *Store) add(img v1.Image, refs []string) (*Image, error) {
+	return s.addOnto(img, refs, nil, nil)
+}
+
+// addOnto is add with a base whose rootfs is cloned (see Add) and the
+// provenance of a built image.
+func (s *Store) addOnto(img v1.Image, refs []string, base *Image, build *BuildInfo) (*Image, error) {
 	d, err := img.Digest()
 	if err != nil {
 		return nil, fmt.Errorf("computing image digest: %w", err)
@@ -165,7 +172,7 @@ func (s *Store) add(img v1.Image, refs []string) (*Image, error) {
 		return nil, fmt.Errorf("unsupported image digest %s", digest)
 	}
 	if _, err := s.readMeta(digest); errors.Is(err, os.ErrNotExist) {
-		if err := s.unpack(img, digest, nil, nil); err != nil {
+		if err := s.unpack(img, digest, base, build); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
