@@ -16,6 +16,7 @@
 //   - [Store.Import] of a docker-save archive (a file) or an OCI layout (a
 //     directory), [Store.Pull] from a registry, [Store.Resolve] of a name or a
 //     digest, [Store.List] and [Store.Remove].
+//
 //   - [Store.Add] of an image built on this machine (internal/imagebuild):
 //     over a stored base whose layers are its first ones, the base's rootfs
 //     is cloned (directories copied, everything else hard-linked: nothing

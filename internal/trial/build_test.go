@@ -25,8 +25,8 @@ func TestDockerfileTask(t *testing.T) {
 		"environment/Dockerfile": "FROM proctor-examples/busybox:1\nWORKDIR /app\nCOPY greeting.txt /opt/greeting.txt\n" +
 			"RUN test -f /opt/greeting.txt && echo built > /app/built.txt\n",
 		"environment/greeting.txt": "Hello, world!\n",
-		"tests/test.sh": "#!/bin/sh\nif [ -f /app/built.txt ] && cmp -s /app/hello.txt /opt/greeting.txt; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n",
-		"solution/solve.sh": "#!/bin/sh\ncp /opt/greeting.txt /app/hello.txt\n",
+		"tests/test.sh":            "#!/bin/sh\nif [ -f /app/built.txt ] && cmp -s /app/hello.txt /opt/greeting.txt; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n",
+		"solution/solve.sh":        "#!/bin/sh\ncp /opt/greeting.txt /app/hello.txt\n",
 	} {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
