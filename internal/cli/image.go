@@ -23,7 +23,7 @@ func newImageCmd(stdout, stderr io.Writer) *cobra.Command {
 	}
 	c := &cobra.Command{
 		Use:   "image",
-		Short: "Container images, without a daemon: import, pull, list, remove",
+		Short: "Container images, without a daemon: import, pull, build, list, remove",
 		Long: `Container images a task's [environment].docker_image names. Each is
 unpacked once (layers applied in order, whiteouts, ownership and modes kept;
 entries that would leave the root refused) into the store under the cache
@@ -103,7 +103,7 @@ digest is the environment digest in the trial's bundle.`,
 		sub.Flags().StringVar(&tf.cacheDir, "cache-dir", "", "where images are kept, under images/ (default $PROCTOR_CACHE_DIR, else the user cache dir)")
 		c.AddCommand(sub)
 	}
-	_ = stderr
+	c.AddCommand(newImageBuildCmd(stdout, stderr))
 	return c
 }
 

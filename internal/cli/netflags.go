@@ -28,12 +28,16 @@ type netFlags struct {
 	hostMap    []string
 	verifier   []string // the grader's allow-list while the verifier's fetches are recorded
 	caFiles    []string
+	// buildAllowHosts is the allow-list of a task's environment build
+	// (its RUN steps and ADD URLs), not the agent's.
+	buildAllowHosts []string
 }
 
 func (f *netFlags) register(c *cobra.Command) {
 	c.Flags().StringArrayVar(&f.allowHosts, "allow-host", nil, "let the agent reach HOST[:PORT] through the egress proxy (repeatable; *.example.com matches names below example.com; a loopback address or localhost is also served at that address inside)")
 	c.Flags().StringArrayVar(&f.gateways, "model-gateway", nil, "NAME=URL[,NAME=URL…]: serve a model gateway inside; the real key comes from the host's NAME_API_KEY, the agent gets NAME_BASE_URL and a dummy NAME_API_KEY (repeatable)")
-	c.Flags().StringVar(&f.config, "config", "", "a TOML file with allow_hosts = [...], internet = true|false and a [model_gateway] table (default $PROCTOR_CONFIG)")
+	c.Flags().StringArrayVar(&f.buildAllowHosts, "build-allow-host", nil, "let the RUN steps and ADD URLs of a task's environment/Dockerfile reach HOST[:PORT] through the build's egress proxy (repeatable; default none: no network)")
+	c.Flags().StringVar(&f.config, "config", "", "a TOML file with allow_hosts = [...], internet = true|false, host_map, verifier_allow_hosts, ca_files, a [model_gateway] table and a [build] table with allow_hosts (default $PROCTOR_CONFIG)")
 	c.Flags().StringArrayVar(&f.hostMap, "host-map", nil, "NAME=ADDR[:PORT]: the proxy dials ADDR for NAME, still deciding and recording on NAME, as curl --resolve does (a mirror, a server of the operator's; repeatable)")
 	c.Flags().StringArrayVar(&f.verifier, "verifier-allow-host", nil, "let the task's verifier fetch its tools from HOST[:PORT] while they are recorded on the pristine environment, once per task (repeatable; trials' graders get only the recording, replayed)")
 	c.Flags().StringArrayVar(&f.caFiles, "ca-file", nil, "PEM certificates the verifier's recorder trusts upstream besides the system's (a mirror's, a test's; repeatable)")
@@ -51,6 +55,35 @@ type runConfig struct {
 	Verifier     []string          `toml:"verifier_allow_hosts"`
 	CAFiles      []string          `toml:"ca_files"`
 	Registry     string            `toml:"registry"` // proctor dataset pull's registry, a URL or a file
+	Build        buildConfig       `toml:"build"`
+}
+
+// buildConfig is the config file's [build] table: the network of image
+// builds (proctor image build, and the builds of tasks' environments).
+type buildConfig struct {
+	AllowHosts []string `toml:"allow_hosts"`
+}
+
+// configPath is the --config file, else $PROCTOR_CONFIG, else "".
+func configPath(flag string) string {
+	if flag != "" {
+		return flag
+	}
+	return os.Getenv("PROCTOR_CONFIG")
+}
+
+// buildHosts returns the build allow-list of the config file's [build]
+// table and the flags together.
+func buildHosts(config string, flags []string) ([]string, error) {
+	var hosts []string
+	if p := configPath(config); p != "" {
+		cfg, err := readRunConfig(p)
+		if err != nil {
+			return nil, err
+		}
+		hosts = append(hosts, cfg.Build.AllowHosts...)
+	}
+	return append(hosts, flags...), nil
 }
 
 // resolved returns the hosts and gateway specs of the config file and the
@@ -64,11 +97,7 @@ func (f *netFlags) resolved() (hosts, gateways []string, internet bool, hostMap 
 // resolvedAll is resolved, with the verifier's allow-list and the
 // recorder's upstream roots.
 func (f *netFlags) resolvedAll() (hosts, gateways []string, internet bool, hostMap, verifier, caFiles []string, err error) {
-	path := f.config
-	if path == "" {
-		path = os.Getenv("PROCTOR_CONFIG")
-	}
-	if path != "" {
+	if path := configPath(f.config); path != "" {
 		cfg, err := readRunConfig(path)
 		if err != nil {
 			return nil, nil, false, nil, nil, nil, err
@@ -125,6 +154,9 @@ func (f *netFlags) apply(o *trial.Options) error {
 	}
 	o.Net.Getenv = os.Getenv
 	o.NoAudit = f.noAudit
+	if o.Build.AllowHosts, err = buildHosts(f.config, f.buildAllowHosts); err != nil {
+		return err
+	}
 	return nil
 }
 
@@ -139,7 +171,7 @@ func readRunConfig(path string) (*runConfig, error) {
 	if err := dec.Decode(&cfg); err != nil {
 		var sm *toml.StrictMissingError
 		if errors.As(err, &sm) && len(sm.Errors) > 0 {
-			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts, internet, host_map, verifier_allow_hosts, ca_files, registry or [model_gateway])", path, strings.Join(sm.Errors[0].Key(), "."))
+			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts, internet, host_map, verifier_allow_hosts, ca_files, registry, [model_gateway] or [build] allow_hosts)", path, strings.Join(sm.Errors[0].Key(), "."))
 		}
 		var de *toml.DecodeError
 		if errors.As(err, &de) {

@@ -93,6 +93,11 @@ could not be run.`,
 			if err != nil {
 				return err
 			}
+			// A task's environment/Dockerfile is built with the config
+			// file's [build] allow-list ($PROCTOR_CONFIG), if any.
+			if o.Build.AllowHosts, err = buildHosts("", nil); err != nil {
+				return err
+			}
 			var runs []validateRun
 			for i := 1; i <= repeat; i++ {
 				name := "oracle"

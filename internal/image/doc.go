@@ -8,13 +8,21 @@
 //   - [Open] a store directory (typically CACHE/images). Its layout is
 //
 //     DIR/sha256/<manifest-hex>/rootfs     the flattened root filesystem
-//     DIR/sha256/<manifest-hex>/meta.json  digest, config, size, dropped entries
+//     DIR/sha256/<manifest-hex>/meta.json  digest, config, size, dropped entries, build provenance
+//     DIR/sha256/<manifest-hex>/manifest.json, config.json  as their digests cover them
 //     DIR/refs.json                        normalised name → "sha256:<hex>"
 //     DIR/tmp/<random>/                    unpacks in progress (removed by Open when abandoned)
 //
 //   - [Store.Import] of a docker-save archive (a file) or an OCI layout (a
 //     directory), [Store.Pull] from a registry, [Store.Resolve] of a name or a
 //     digest, [Store.List] and [Store.Remove].
+//
+//   - [Store.Add] of an image built on this machine (internal/imagebuild):
+//     over a stored base whose layers are its first ones, the base's rootfs
+//     is cloned (directories copied, everything else hard-linked: nothing
+//     ever writes a stored rootfs in place) and only the new layers are
+//     read and applied, under the same rules; [Store.Raw] gives a stored
+//     image's manifest and config for building on it.
 //
 // The formats (manifests, configs, indexes, registry protocol) are read with
 // github.com/google/go-containerregistry. Unpacking is this package's own code

@@ -38,6 +38,9 @@ type Image struct {
 	Dropped []string    `json:"dropped"` // entries not reproduced: devices, xattrs
 	Rootfs  string      `json:"-"`       // absolute path of the flattened rootfs
 	Created time.Time   `json:"created"` // when this store unpacked it
+	// Build says how an image built on this machine was made (Add); nil
+	// for an imported or pulled one.
+	Build *BuildInfo `json:"build,omitempty"`
 }
 
 // ImageConfig is the part of the image config a caller needs to run it.
@@ -151,8 +154,15 @@ func hostPlatform() v1.Platform {
 	return v1.Platform{OS: "linux", Architecture: runtime.GOARCH}
 }
 
-// add unpacks img unless its digest is stored already, then records refs.
+// add unpacks img unless its digest is stored already, then records refs
+// (normalised).
 func (s *Store) add(img v1.Image, refs []string) (*Image, error) {
+	return s.addOnto(img, refs, nil, nil)
+}
+
+// addOnto is add with a base whose rootfs is cloned (see Add) and the
+// provenance of a built image.
+func (s *Store) addOnto(img v1.Image, refs []string, base *Image, build *BuildInfo) (*Image, error) {
 	d, err := img.Digest()
 	if err != nil {
 		return nil, fmt.Errorf("computing image digest: %w", err)
@@ -162,10 +172,12 @@ func (s *Store) add(img v1.Image, refs []string) (*Image, error) {
 		return nil, fmt.Errorf("unsupported image digest %s", digest)
 	}
 	if _, err := s.readMeta(digest); errors.Is(err, os.ErrNotExist) {
-		if err := s.unpack(img, digest); err != nil {
+		if err := s.unpack(img, digest, base, build); err != nil {
 			return nil, err
 		}
 	} else if err != nil {
+		return nil, err
+	} else if err := s.keepRaw(img, digest); err != nil {
 		return nil, err
 	}
 	if err := s.updateRefs(func(m map[string]string) {
@@ -179,7 +191,9 @@ func (s *Store) add(img v1.Image, refs []string) (*Image, error) {
 }
 
 // unpack writes img into DIR/tmp/<random> and renames it to DIR/sha256/<hex>.
-func (s *Store) unpack(img v1.Image, digest string) (err error) {
+// With a base (a stored image whose layers are img's first), the base's
+// rootfs is cloned and only the layers after its own are applied.
+func (s *Store) unpack(img v1.Image, digest string, base *Image, build *BuildInfo) (err error) {
 	var rnd [8]byte
 	_, _ = rand.Read(rnd[:])
 	tmp := filepath.Join(s.dir, "tmp", hex.EncodeToString(rnd[:]))
@@ -203,8 +217,23 @@ func (s *Store) unpack(img v1.Image, digest string) (err error) {
 	if err := os.Mkdir(rootfs, 0o755); err != nil {
 		return fmt.Errorf("unpacking %s: %w", digest, err)
 	}
-	size, dropped, err := unpackImage(img, rootfs, s.lim, s.hook)
-	if err != nil {
+	var size int64
+	var dropped []string
+	if base != nil {
+		n, err := s.baseLayers(base, img)
+		if err != nil {
+			return fmt.Errorf("unpacking %s: %w", digest, err)
+		}
+		if err := cloneTree(base.Rootfs, rootfs); err != nil {
+			return fmt.Errorf("unpacking %s: cloning the base %s: %w", digest, base.Digest, err)
+		}
+		size, dropped, err = unpackFrom(img, rootfs, s.lim, s.hook, n)
+		if err != nil {
+			return fmt.Errorf("unpacking %s: %w", digest, err)
+		}
+		size += base.Size
+		dropped = append(slices.Clone(base.Dropped), dropped...)
+	} else if size, dropped, err = unpackImage(img, rootfs, s.lim, s.hook); err != nil {
 		return fmt.Errorf("unpacking %s: %w", digest, err)
 	}
 	cf, err := img.ConfigFile()
@@ -217,11 +246,14 @@ func (s *Store) unpack(img v1.Image, digest string) (err error) {
 			Env: cf.Config.Env, WorkingDir: cf.Config.WorkingDir,
 			Entrypoint: cf.Config.Entrypoint, Cmd: cf.Config.Cmd, User: cf.Config.User,
 		},
-		Size: size, Dropped: dropped, Created: time.Now().UTC(),
+		Size: size, Dropped: dropped, Created: time.Now().UTC(), Build: build,
 	}
 	b, err := json.MarshalIndent(meta, "", "  ")
 	if err != nil {
 		return err
+	}
+	if err := writeRaw(img, tmp); err != nil {
+		return fmt.Errorf("unpacking %s: %w", digest, err)
 	}
 	if err := writeFileSync(filepath.Join(tmp, "meta.json"), b); err != nil {
 		return fmt.Errorf("unpacking %s: %w", digest, err)

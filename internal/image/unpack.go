@@ -55,6 +55,12 @@ type unpacker struct {
 // unpackImage writes img's flattened filesystem into rootfs, an existing empty
 // directory, and returns the file content bytes written and the entries dropped.
 func unpackImage(img v1.Image, rootfs string, lim limits, hook func(int64) error) (int64, []string, error) {
+	return unpackFrom(img, rootfs, lim, hook, 0)
+}
+
+// unpackFrom applies img's layers after the first skip, which rootfs
+// already holds applied, to rootfs.
+func unpackFrom(img v1.Image, rootfs string, lim limits, hook func(int64) error, skip int) (int64, []string, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return 0, nil, fmt.Errorf("reading layers: %w", err)
@@ -66,6 +72,9 @@ func unpackImage(img v1.Image, rootfs string, lim limits, hook func(int64) error
 	if len(cfg.RootFS.DiffIDs) != len(layers) {
 		return 0, nil, fmt.Errorf("image config lists %d diff IDs for %d layers", len(cfg.RootFS.DiffIDs), len(layers))
 	}
+	if skip < 0 || skip > len(layers) {
+		return 0, nil, fmt.Errorf("image has %d layers, %d of them already applied", len(layers), skip)
+	}
 	root, err := unix.Open(rootfs, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return 0, nil, fmt.Errorf("opening %s: %w", rootfs, err)
@@ -73,6 +82,9 @@ func unpackImage(img v1.Image, rootfs string, lim limits, hook func(int64) error
 	defer unix.Close(root)
 	u := &unpacker{root: root, lim: lim, hook: hook, dirTimes: map[string][2]unix.Timespec{}, buf: make([]byte, 1<<20)}
 	for i, l := range layers {
+		if i < skip {
+			continue
+		}
 		d, err := l.Digest()
 		if err != nil {
 			return 0, nil, fmt.Errorf("layer %d: %w", i, err)

@@ -96,10 +96,16 @@ func RunInit(args []string) int {
 	// until init is deaf to its signals and, with limits, until the host has
 	// put it in its cgroup: the limits then cover the command's whole tree
 	// and nothing of init.
+	sys := &syscall.SysProcAttr{Setsid: true, Ptrace: true}
+	if u := spec.User; u != nil {
+		// Changing from uid 0 clears the command's capabilities.
+		// Init's own supplementary groups are none: kept when none are asked for.
+		sys.Credential = &syscall.Credential{Uid: u.UID, Gid: u.GID, Groups: u.Groups, NoSetGroups: len(u.Groups) == 0}
+	}
 	pid, err := syscall.ForkExec(path, spec.Args, &syscall.ProcAttr{
 		Env:   spec.Env,
 		Files: []uintptr{0, 1, 2},
-		Sys:   &syscall.SysProcAttr{Setsid: true, Ptrace: true},
+		Sys:   sys,
 	})
 	if err != nil {
 		code := 126

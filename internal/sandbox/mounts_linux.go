@@ -90,8 +90,10 @@ func (b *rootBuilder) build() error {
 	if err := b.mountDev(devFDs); err != nil {
 		return err
 	}
-	if err := b.mountTmpfs("/tmp", 0, 0o1777, false); err != nil {
-		return err
+	if !b.spec.KeepTmp {
+		if err := b.mountTmpfs("/tmp", 0, 0o1777, false); err != nil {
+			return err
+		}
 	}
 	// User mounts go shallowest first, so none covers another (a tmpfs
 	// under a bind's destination lands on the bind, not under it).

@@ -64,7 +64,9 @@ type initSpec struct {
 	// RootMount, when set, is the root itself (a host-made overlay), and
 	// Root is empty.
 	RootMount *source `json:"root_mount,omitempty"`
-	NoAttach  bool    `json:"no_attach"` // stack seccomp.NoAttachProgram
+	NoAttach  bool    `json:"no_attach"`          // stack seccomp.NoAttachProgram
+	User      *User   `json:"user,omitempty"`     // the command's ids; nil: root
+	KeepTmp   bool    `json:"keep_tmp,omitempty"` // no tmpfs on /tmp
 	// Trees are detached mounts the caller made, attached after the binds.
 	Trees []bindMount `json:"trees,omitempty"`
 	// Listen are loopback TCP addresses init listens on; WatchNet stacks

@@ -55,6 +55,8 @@ func (s *Spec) initSpec() (*initSpec, error) {
 		Hostname:   s.Hostname,
 		Args:       s.Args,
 		NoAttach:   s.NoAttach,
+		User:       s.User,
+		KeepTmp:    s.KeepTmp,
 		Listen:     slices.Clone(s.Listen),
 		WatchNet:   s.WatchNet != nil,
 		WatchFiles: s.WatchFiles != nil,

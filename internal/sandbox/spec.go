@@ -97,6 +97,16 @@ type Spec struct {
 	Args     []string // the command and its arguments; Args[0] is looked up in PATH inside
 	Limits   Limits
 
+	// User runs the command as these ids inside (as a Dockerfile's USER
+	// does) instead of root: it then starts with no capabilities. nil is
+	// root. Ids other than 0 need the full id map (a root supervisor).
+	User *User
+
+	// KeepTmp leaves /tmp as the root has it instead of mounting a fresh
+	// tmpfs there, so that what the command writes under /tmp lands in a
+	// root overlay's upper (an image build's RUN step).
+	KeepTmp bool
+
 	// NoAttach stops the sandbox's processes from taking hold of one
 	// another: ptrace ATTACH and SEIZE and process_vm_readv/writev fail
 	// (tracing a child that asks for it still works). For a grader, whose
@@ -142,6 +152,12 @@ type Spec struct {
 	Stdin  io.Reader // nil: empty
 	Stdout io.Writer // nil: discarded
 	Stderr io.Writer // nil: discarded
+}
+
+// User is a command's ids inside the sandbox.
+type User struct {
+	UID, GID uint32
+	Groups   []uint32 // supplementary groups; none when empty
 }
 
 // Pin is what a run may ask for so that it sees the same machine as the
@@ -292,6 +308,17 @@ func (s *Spec) validate() error {
 		k, _, ok := strings.Cut(kv, "=")
 		if !ok || k == "" || strings.ContainsRune(kv, 0) {
 			return &SpecError{Field: "env", Value: kv, Err: fmt.Errorf("want KEY=VALUE")}
+		}
+	}
+	if u := s.User; u != nil {
+		ids := append([]uint32{u.UID, u.GID}, u.Groups...)
+		for _, id := range ids {
+			if id >= IDMapSize {
+				return &SpecError{Field: "user", Value: fmt.Sprint(id), Err: fmt.Errorf("outside the sandbox's id map (0-%d)", IDMapSize-1)}
+			}
+			if id != 0 && os.Geteuid() != 0 {
+				return &SpecError{Field: "user", Value: fmt.Sprint(id), Err: fmt.Errorf("ids other than 0 need root (the full id map)")}
+			}
 		}
 	}
 	if len(s.Hostname) > 64 {

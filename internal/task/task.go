@@ -69,6 +69,7 @@ const RootfsImage = "image"
 const (
 	DefaultAgentTimeout    = 600 * time.Second
 	DefaultVerifierTimeout = 600 * time.Second
+	DefaultBuildTimeout    = 600 * time.Second // [environment].build_timeout_sec, Harbor's default
 	DefaultWorkdir         = "/app"
 	DefaultCPUs            = 1.0
 	DefaultMemoryMB        = 2048
@@ -203,6 +204,13 @@ type EnvironmentConfig struct {
 	GPUs         int64             // gpus: always 0 (more is refused)
 	Env          map[string]string // env, as written; never nil
 	DockerImage  string            // docker_image, "" when unset
+	// Dockerfile is the absolute path of environment/Dockerfile when the
+	// environment is built from it (no docker_image, no [proctor].rootfs
+	// other than "image"), else "".
+	Dockerfile string
+	// BuildTimeout is build_timeout_sec: how long building the
+	// environment may take; DefaultBuildTimeout when unset.
+	BuildTimeout time.Duration
 }
 
 // ProctorConfig is the [proctor] table, Proctor's own extension to the
@@ -639,6 +647,9 @@ func (l *loader) environment(top table) (EnvironmentConfig, error) {
 	if c.DockerImage, _, err = tb.str("docker_image"); err != nil {
 		return c, err
 	}
+	if c.BuildTimeout, err = tb.timeout("build_timeout_sec", DefaultBuildTimeout); err != nil {
+		return c, err
+	}
 	if img := c.DockerImage; img != "" && (len(img) > 512 || strings.IndexFunc(img, func(r rune) bool { return r <= ' ' || r == 0x7f }) >= 0) {
 		return c, tb.errorf("docker_image", ErrValue, "%q is not an image reference", img)
 	}
@@ -698,18 +709,16 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 			return c, err
 		}
 	} else if ok && v == RootfsImage && t.Environment.DockerImage == "" {
-		return c, tb.errorf("rootfs", ErrValue, "%q, but [environment] sets no docker_image", RootfsImage)
+		if t.Environment.Dockerfile, err = l.builtEnvironment(); err != nil {
+			return c, err
+		} else if t.Environment.Dockerfile == "" {
+			return c, tb.errorf("rootfs", ErrValue, "%q, but [environment] sets no docker_image and there is no environment/Dockerfile", RootfsImage)
+		}
+		c.Rootfs = RootfsImage
 	} else if !ok && t.Environment.DockerImage != "" {
 		// The image is the environment, as in Harbor: resolved in the
 		// image store when the trial runs.
 		c.Rootfs = RootfsImage
-	} else if !ok {
-		// An environment declared only by a Dockerfile or a compose file
-		// must not silently become this machine's: refused, unless the
-		// task asks for the host by name.
-		if err := l.refuseBuildOnly(); err != nil {
-			return c, err
-		}
 	}
 
 	if v, ok, err := tb.str("workspace"); err != nil {
@@ -729,6 +738,18 @@ func (l *loader) proctor(top table, t *Task) (ProctorConfig, error) {
 			// No default workspace.
 		default:
 			return c, tb.wrap("workspace", fmt.Errorf("default %s: %w", DefaultWorkspace, err))
+		}
+	}
+
+	if _, ok := tb.m["rootfs"]; !ok && t.Environment.DockerImage == "" {
+		// An environment declared only by a Dockerfile is built (build.go);
+		// one declared by a compose file is refused: neither silently
+		// becomes this machine's, unless the task asks for the host by
+		// name.
+		if t.Environment.Dockerfile, err = l.builtEnvironment(); err != nil {
+			return c, err
+		} else if t.Environment.Dockerfile != "" {
+			c.Rootfs = RootfsImage
 		}
 	}
 
@@ -820,22 +841,6 @@ func (l *loader) isGitRepo(rel string) bool {
 	objects, err2 := l.root.Lstat(filepath.Join(rel, "objects"))
 	refs, err3 := l.root.Lstat(filepath.Join(rel, "refs"))
 	return err1 == nil && err2 == nil && err3 == nil && head.Mode().IsRegular() && objects.IsDir() && refs.IsDir()
-}
-
-// buildFiles are the files by which a Harbor task declares an environment
-// to be built.
-var buildFiles = []string{"environment/Dockerfile", "environment/docker-compose.yaml", "environment/docker-compose.yml", "environment/compose.yaml", "environment/compose.yml"}
-
-// refuseBuildOnly refuses a task whose environment is only a file to build
-// from, naming the file and the ways out.
-func (l *loader) refuseBuildOnly() error {
-	for _, f := range buildFiles {
-		if _, _, err := l.resolve(f); err == nil {
-			return &Error{File: filepath.Join(l.dir, filepath.FromSlash(f)), Err: errorf(ErrUnsupported,
-				"the environment is built from this file, which Proctor cannot do yet: set [environment] docker_image to a prebuilt image (proctor image pull or import), or [proctor] rootfs to a directory (or \"host\" to run on this machine's /usr and /etc on purpose)")}
-		}
-	}
-	return nil
 }
 
 // dirField resolves the value of a path field that must name a directory

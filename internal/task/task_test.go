@@ -151,7 +151,7 @@ func TestLoadFull(t *testing.T) {
 			StorageMB:   20480,
 			NetworkMode: NetworkNone,
 			Env:         map[string]string{"LANG": "C.UTF-8"},
-			DockerImage: "ghcr.io/example/fix:1",
+			DockerImage: "ghcr.io/example/fix:1", BuildTimeout: 600 * time.Second,
 		},
 		Proctor: ProctorConfig{
 			Rootfs:        filepath.Join(dir, "environment/rootfs"),
@@ -199,12 +199,13 @@ func TestLoadDefaults(t *testing.T) {
 					Agent:       AgentConfig{Timeout: DefaultAgentTimeout},
 					Verifier:    VerifierConfig{Timeout: DefaultVerifierTimeout, Env: map[string]string{}},
 					Environment: EnvironmentConfig{
-						Workdir:     "/app",
-						CPUs:        1,
-						MemoryMB:    2048,
-						StorageMB:   10240,
-						NetworkMode: NetworkNone,
-						Env:         map[string]string{},
+						Workdir:      "/app",
+						CPUs:         1,
+						MemoryMB:     2048,
+						StorageMB:    10240,
+						NetworkMode:  NetworkNone,
+						Env:          map[string]string{},
+						BuildTimeout: DefaultBuildTimeout,
 					},
 					Proctor:     ProctorConfig{Rootfs: RootfsHost, Grading: GradingWorkspace, PassThreshold: 1, PinnedEnv: map[string]string{}},
 					SolutionEnv: map[string]string{},
@@ -642,39 +643,53 @@ func TestLoadDockerImage(t *testing.T) {
 	}
 }
 
-// A Harbor task whose environment is only a Dockerfile (or a compose file)
-// is refused before anything runs, naming the file and the ways out, not
-// run on this machine's /usr and /etc in its place; asked for by name, or
-// with a prebuilt image, it loads.
+// A Harbor task whose environment is only a Dockerfile is built: it loads
+// as an image task naming its Dockerfile, with its build_timeout_sec. One
+// declared by a compose file is refused before anything runs, naming the
+// file on one line, not run on this machine's /usr and /etc in its place.
+// Asked for by name, the host is still the host; a prebuilt image wins.
 func TestLoadDockerfileOnly(t *testing.T) {
-	harbor := "version = \"1.0\"\n\n[metadata]\ndifficulty = \"easy\"\n\n[verifier]\ntimeout_sec = 900.0\n\n[agent]\ntimeout_sec = 900.0\n\n[environment]\nbuild_timeout_sec = 600.0\ncpus = 1\nmemory_mb = 2048\nstorage_mb = 10240\n"
-	for _, f := range []string{"environment/Dockerfile", "environment/docker-compose.yaml", "environment/compose.yml"} {
-		dir := newTask(t, files{"task.toml": harbor, f: "FROM debian:bookworm\nWORKDIR /app\n"})
-		_, err := Load(dir)
-		var e *Error
-		if !errors.As(err, &e) || !errors.Is(err, ErrUnsupported) || e.File != filepath.Join(dir, filepath.FromSlash(f)) {
-			t.Fatalf("%s: Load = %v, want an ErrUnsupported naming the file", f, err)
-		}
-		msg := err.Error()
-		for _, want := range []string{"docker_image", "proctor image pull", "[proctor] rootfs"} {
-			if !strings.Contains(msg, want) || strings.Contains(msg, "\n") {
-				t.Errorf("%s: message %q does not name %q on one line", f, msg, want)
+	harbor := "version = \"1.0\"\n\n[metadata]\ndifficulty = \"easy\"\n\n[verifier]\ntimeout_sec = 900.0\n\n[agent]\ntimeout_sec = 900.0\n\n[environment]\nbuild_timeout_sec = 120.0\ncpus = 1\nmemory_mb = 2048\nstorage_mb = 10240\n"
+	for _, f := range []string{"environment/docker-compose.yaml", "environment/docker-compose.yml", "environment/compose.yaml", "environment/compose.yml"} {
+		for _, extra := range []string{"", "\n[proctor]\ngrading = \"state\"\n"} {
+			dir := newTask(t, files{"task.toml": harbor + extra, f: "services: {}\n", "environment/Dockerfile": "FROM debian\n"})
+			_, err := Load(dir)
+			var e *Error
+			if !errors.As(err, &e) || !errors.Is(err, ErrUnsupported) || e.File != filepath.Join(dir, filepath.FromSlash(f)) {
+				t.Fatalf("%s: Load = %v, want an ErrUnsupported naming the file", f, err)
+			}
+			if msg := err.Error(); !strings.Contains(msg, "docker compose") || !strings.Contains(msg, "docker_image") || strings.Contains(msg, "\n") {
+				t.Errorf("%s: message %q", f, msg)
 			}
 		}
-		// With a [proctor] table that leaves rootfs out: still refused.
-		dir = newTask(t, files{"task.toml": harbor + "\n[proctor]\ngrading = \"state\"\n", f: "FROM debian\n"})
-		if _, err := Load(dir); !errors.Is(err, ErrUnsupported) {
-			t.Errorf("%s with a [proctor] table: %v", f, err)
+	}
+	for _, extra := range []string{"", "\n[proctor]\nrootfs = \"image\"\n"} {
+		dir := newTask(t, files{"task.toml": harbor + extra, "environment/Dockerfile": "FROM debian:bookworm\nWORKDIR /app\n"})
+		tk, err := Load(dir)
+		if err != nil {
+			t.Fatalf("Dockerfile only (%q): %v", extra, err)
+		}
+		if tk.Proctor.Rootfs != RootfsImage || tk.Environment.Dockerfile != filepath.Join(dir, "environment/Dockerfile") ||
+			tk.Environment.DockerImage != "" || tk.Proctor.Grading != GradingState || tk.Environment.BuildTimeout != 120*time.Second {
+			t.Errorf("Dockerfile only: rootfs %q, dockerfile %q, grading %q, build timeout %v", tk.Proctor.Rootfs, tk.Environment.Dockerfile, tk.Proctor.Grading, tk.Environment.BuildTimeout)
 		}
 	}
 	dir := newTask(t, files{"task.toml": harbor + "\n[proctor]\nrootfs = \"host\"\n", "environment/Dockerfile": "FROM debian\n"})
-	if tk, err := Load(dir); err != nil || tk.Proctor.Rootfs != RootfsHost {
+	if tk, err := Load(dir); err != nil || tk.Proctor.Rootfs != RootfsHost || tk.Environment.Dockerfile != "" {
 		t.Errorf("rootfs = \"host\" asked for by name: %v", err)
 	}
 	img := strings.Replace(harbor, "[environment]\n", "[environment]\ndocker_image = \"alexgshaw/hello:20251031\"\n", 1)
 	dir = newTask(t, files{"task.toml": img, "environment/Dockerfile": "FROM debian\n"})
-	if tk, err := Load(dir); err != nil || tk.Proctor.Rootfs != RootfsImage {
+	if tk, err := Load(dir); err != nil || tk.Proctor.Rootfs != RootfsImage || tk.Environment.Dockerfile != "" {
 		t.Errorf("docker_image beside the Dockerfile: %v", err)
+	}
+	dir = newTask(t, files{"task.toml": harbor, "environment/Dockerfile": "->/etc/passwd"})
+	if _, err := Load(dir); !errors.Is(err, ErrEscape) {
+		t.Errorf("a Dockerfile that is a symlink out of the task: %v", err)
+	}
+	dir = newTask(t, files{"task.toml": strings.Replace(harbor, "120.0", "-1", 1), "environment/Dockerfile": "FROM debian\n"})
+	if _, err := Load(dir); err == nil || !strings.Contains(err.Error(), "build_timeout_sec") {
+		t.Errorf("a negative build_timeout_sec: %v", err)
 	}
 }
 

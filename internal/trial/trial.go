@@ -75,6 +75,8 @@ type Options struct {
 	Progress io.Writer // one line per step; nil for none
 	// Net adds to the task's network: allowed hosts, model gateways.
 	Net NetOptions
+	// Build is how a task's environment/Dockerfile is built.
+	Build BuildOptions
 	// NoAudit runs the agent phase without recording its attempts on
 	// hidden paths and its connects (the verdict says "off"). Hiding and
 	// the network cut do not depend on it.
@@ -421,7 +423,7 @@ func (r *runner) prepare(ctx context.Context) error {
 	start := time.Now()
 	r.env = environment{rootfs: t.Proctor.Rootfs}
 	if t.Proctor.Rootfs == task.RootfsImage {
-		if err := r.resolveImage(); err != nil {
+		if err := r.resolveImage(ctx); err != nil {
 			return err
 		}
 	}

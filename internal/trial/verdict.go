@@ -150,7 +150,11 @@ type ChangesetRef struct {
 type EnvironmentRef struct {
 	Rootfs string `json:"rootfs"`
 	Image  string `json:"image,omitempty"` // the docker_image of an image task, as written
-	Digest string `json:"digest"`          // for an image, its manifest digest
+	// Dockerfile is the task's environment/Dockerfile when the image was
+	// built from it; ContextDigest the digest of its build context.
+	Dockerfile    string `json:"dockerfile,omitempty"`
+	ContextDigest string `json:"context_digest,omitempty"`
+	Digest        string `json:"digest"` // for an image, its manifest digest
 }
 
 // WorkspaceRef identifies the workspace the agent started from.
