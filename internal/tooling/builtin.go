@@ -26,7 +26,7 @@ var shellStartup = []string{"/etc/profile", "/etc/bash.bashrc", "/etc/environmen
 // "python3 -m" in the working directory would run.
 func Builtin(reason string, env Env, codeRoots, dirs []string, interps []Interpreter) (*Profile, error) {
 	p := &Profile{Schema: Schema, Source: SourceBuiltin, Reason: reason, CodeRoots: codeRoots, Interpreters: interps,
-		Configs: runnerConfigs, Scanned: []string{"/etc/profile.d"}}
+		Configs: runnerConfigs, Scanned: []string{"/etc/profile.d"}, PluginGroups: []string{"pytest11"}}
 	add := func(q string) error {
 		r, err := resolve(env, q)
 		if err != nil {

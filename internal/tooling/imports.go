@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -27,17 +28,27 @@ type Imports struct {
 	// looks names up in memory), so they are read from the source.
 	Module []string
 	// Lazy are imported inside functions (or by a literal
-	// importlib.import_module / __import__ call): tried only when that
-	// code runs.
+	// importlib.import_module / __import__ call), or under a test of the
+	// Python version: tried only when that code runs. Imports under "if
+	// TYPE_CHECKING:" are never run, and not listed.
 	Lazy []string
+	// PluginGroups are the entry-point groups the source loads plugins
+	// from.
+	PluginGroups []string
 }
 
 var (
-	importLine  = regexp.MustCompile(`^import\s+(.+)$`)
-	fromLine    = regexp.MustCompile(`^from\s+([A-Za-z_][A-Za-z0-9_]*)(?:\.[A-Za-z0-9_.]*)?\s+import\b`)
-	dynamicCall = regexp.MustCompile(`(?:import_module|__import__)\(\s*["']([A-Za-z_][A-Za-z0-9_]*)`)
-	identifier  = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-	defLine     = regexp.MustCompile(`^(?:async\s+)?def\s`)
+	importLine   = regexp.MustCompile(`^import\s+(.+)$`)
+	fromLine     = regexp.MustCompile(`^from\s+([A-Za-z_][A-Za-z0-9_]*)(?:\.[A-Za-z0-9_.]*)?\s+import\b`)
+	dynamicCall  = regexp.MustCompile(`(?:import_module|__import__)\(\s*["']([A-Za-z_][A-Za-z0-9_]*)`)
+	identifier   = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+	defLine      = regexp.MustCompile(`^(?:async\s+)?def\s`)
+	typingBlock  = regexp.MustCompile(`^if\s+(?:typing\.|t\.)?TYPE_CHECKING\s*:`)
+	versionBlock = regexp.MustCompile(`^(?:if|elif)\s+.*\bsys\.version_info\b.*:\s*(?:#.*)?$`)
+	// pluginGroup finds the entry-point groups a source loads plugins
+	// from (pluggy's load_setuptools_entrypoints, importlib.metadata's
+	// entry_points(group=...) and select(group=...)).
+	pluginGroup = regexp.MustCompile(`(?:load_setuptools_entrypoints\(|entry_points\([^)]*group\s*=\s*|\.select\(\s*group\s*=\s*)["']([A-Za-z0-9_.\-]+)["']`)
 )
 
 // ImportsOf reads the imports of a Python source, line by line: enough
@@ -64,7 +75,14 @@ func ImportsOf(src []byte) Imports {
 			im.Module = append(im.Module, name)
 		}
 	}
-	var defs []int // indentation of each enclosing def
+	// blocks are the enclosing blocks that change what an import means:
+	// a def (lazy), an "if TYPE_CHECKING:" (never run), an "if
+	// sys.version_info ...:" (run on some versions only: lazy).
+	type block struct {
+		indent int
+		kind   string
+	}
+	var blocks []block
 	inString := "" // the open triple quote, or ""
 	sc := bufio.NewScanner(bytes.NewReader(src))
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
@@ -81,16 +99,40 @@ func ImportsOf(src []byte) Imports {
 			continue
 		}
 		indent := len(raw) - len(line)
-		for len(defs) > 0 && indent <= defs[len(defs)-1] {
-			defs = defs[:len(defs)-1]
+		for len(blocks) > 0 && indent <= blocks[len(blocks)-1].indent {
+			top := blocks[len(blocks)-1]
+			if indent == top.indent && top.kind != "def" && (strings.HasPrefix(line, "else") || strings.HasPrefix(line, "elif")) {
+				// The other branch: run when TYPE_CHECKING is false (as
+				// ever); on the other versions (lazy still).
+				if top.kind == "typing" {
+					blocks = blocks[:len(blocks)-1]
+				}
+				break
+			}
+			blocks = blocks[:len(blocks)-1]
 		}
-		lazy := len(defs) > 0
-		for _, m := range dynamicCall.FindAllStringSubmatch(line, -1) {
-			add(m[1], true)
+		lazy, never := false, false
+		for _, b := range blocks {
+			switch b.kind {
+			case "def", "version":
+				lazy = true
+			case "typing":
+				never = true
+			}
+		}
+		if !never {
+			for _, m := range dynamicCall.FindAllStringSubmatch(line, -1) {
+				add(m[1], true)
+			}
 		}
 		switch {
 		case defLine.MatchString(line):
-			defs = append(defs, indent)
+			blocks = append(blocks, block{indent, "def"})
+		case typingBlock.MatchString(line):
+			blocks = append(blocks, block{indent, "typing"})
+		case versionBlock.MatchString(line):
+			blocks = append(blocks, block{indent, "version"})
+		case never:
 		case strings.HasPrefix(line, "import "):
 			if m := importLine.FindStringSubmatch(cutComment(line)); m != nil {
 				for _, part := range strings.Split(strings.Trim(m[1], "()\\ "), ",") {
@@ -109,6 +151,11 @@ func ImportsOf(src []byte) Imports {
 				inString = q
 				break
 			}
+		}
+	}
+	for _, m := range pluginGroup.FindAllSubmatch(src, -1) {
+		if g := string(m[1]); !slices.Contains(im.PluginGroups, g) {
+			im.PluginGroups = append(im.PluginGroups, g)
 		}
 	}
 	return im

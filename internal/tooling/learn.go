@@ -50,7 +50,54 @@ type Input struct {
 	Harness []string
 	// Interpreters are the Python interpreters' answers (see Queries).
 	Interpreters []Interpreter
+	// TestSources are the tests' Python sources, by their path inside:
+	// what they import (found or not, in the code's directories it would
+	// stand in for it), and the modules they are (a helpers.py of the
+	// tests').
+	TestSources map[string][]byte
 }
+
+// cwdConfigs are names runners read as their configuration from their
+// working directory or project root, without looking in its ancestors
+// (so no ancestor search shows them): make's makefiles, npm's, yarn's and
+// pnpm's settings, test runners' and transpilers' configuration, Python
+// tools' settings. Looked up by the grader in the code under test, each is
+// configuration of the tooling's.
+var cwdConfigs = []string{"GNUmakefile", "makefile", "Makefile", ".npmrc", ".yarnrc", ".yarnrc.yml", ".pnpmfile.cjs",
+	".mocharc.js", ".mocharc.cjs", ".mocharc.json", ".mocharc.yml", ".mocharc.yaml", ".babelrc", ".babelrc.json",
+	"babel.config.js", "babel.config.cjs", "babel.config.json", "jest.config.js", "jest.config.cjs", "jest.config.mjs",
+	"jest.config.ts", "jest.config.json", "vitest.config.js", "vitest.config.mjs", "vitest.config.ts", "bunfig.toml",
+	"deno.json", "deno.jsonc", "noxfile.py", ".coveragerc", "uv.toml", ".python-version", "Justfile", "justfile"}
+
+// configFamilies are names a runner looks for together, taking the first
+// it finds: a runner seen using one of a family in a directory would find
+// another member made there first (make's GNUmakefile before Makefile),
+// even when it looked through its own listing of the directory, with no
+// call per name.
+var configFamilies = [][]string{
+	{"GNUmakefile", "makefile", "Makefile"},
+	{".yarnrc", ".yarnrc.yml"},
+	{".mocharc.js", ".mocharc.cjs", ".mocharc.json", ".mocharc.jsonc", ".mocharc.yml", ".mocharc.yaml"},
+	{".babelrc", ".babelrc.json", ".babelrc.js", ".babelrc.cjs", "babel.config.js", "babel.config.cjs", "babel.config.mjs", "babel.config.json"},
+	{"jest.config.js", "jest.config.cjs", "jest.config.mjs", "jest.config.ts", "jest.config.json"},
+	{"vitest.config.js", "vitest.config.mjs", "vitest.config.cjs", "vitest.config.ts", "vitest.config.mts"},
+	{"deno.json", "deno.jsonc"},
+	{"Justfile", "justfile", ".justfile"},
+}
+
+// family returns the configuration family name belongs to, or nil.
+func family(name string) []string {
+	for _, f := range configFamilies {
+		if slices.Contains(f, name) {
+			return f
+		}
+	}
+	return nil
+}
+
+// packageManagers are the programs that read package.json in their
+// working directory as their own configuration (npm test, yarn test).
+var packageManagers = []string{"npm", "npx", "yarn", "pnpm", "bun"}
 
 // virtual are file systems the sandbox makes afresh: never the agent's.
 var virtual = []string{"/proc", "/sys", "/dev"}
@@ -163,6 +210,8 @@ func Learn(in Input) (*Profile, error) {
 	var wrote []string
 	commands := map[string]bool{}
 	execd := map[string]bool{} // files it ran
+	var modules []string       // modules run with python -m, dotted
+	var pmCwds []string        // where a package manager ran
 	searchDirs := map[string]bool{}
 	for i, a := range in.Accesses {
 		if a.Path == "" || !path.IsAbs(a.Path) || skip(a.Path) {
@@ -180,6 +229,14 @@ func Learn(in Input) (*Profile, error) {
 		if a.Op == "exec" {
 			if r.missing == "" {
 				execd[r.final] = true
+			}
+			if pythonName.MatchString(path.Base(r.final)) {
+				if m := moduleArg(a.Argv); m != "" {
+					modules = append(modules, m)
+				}
+			}
+			if slices.Contains(packageManagers, path.Base(a.Path)) && a.Cwd != "" {
+				pmCwds = append(pmCwds, a.Cwd)
 			}
 			// A script given to an interpreter is a program the grader
 			// runs as much as one it execs (python3 check.py, bash run.sh).
@@ -223,6 +280,15 @@ func Learn(in Input) (*Profile, error) {
 			reads[r.final] = true
 		}
 	}
+	// A module run with -m is a program the grader runs, as a script is.
+	for _, m := range modules {
+		rel := "/" + strings.ReplaceAll(m, ".", "/")
+		for q := range reads {
+			if strings.HasSuffix(q, rel+".py") || strings.HasSuffix(q, rel+"/__main__.py") {
+				execd[q] = true
+			}
+		}
+	}
 	madeList := keys(made)
 	slices.Sort(madeList)
 	slices.Sort(wrote)
@@ -256,6 +322,11 @@ func Learn(in Input) (*Profile, error) {
 	// a package) is not.
 	configs := map[string]bool{}
 	for q := range seen {
+		if slices.Contains(cwdConfigs, path.Base(q)) {
+			configs[path.Base(q)] = true
+		}
+	}
+	for q := range seen {
 		dir, base := path.Split(q)
 		dir = path.Clean(dir)
 		if dir == "/" || !configName(base) {
@@ -264,6 +335,25 @@ func Learn(in Input) (*Profile, error) {
 		up := path.Join(path.Dir(dir), base)
 		if seen[up] && (probed[q] || probed[up]) {
 			configs[base] = true
+		}
+	}
+
+	// A family member seen in a directory: the others, missing there,
+	// are looked for there too (the runner would take the first found).
+	for q := range seen {
+		f := family(path.Base(q))
+		if f == nil || !configs[path.Base(q)] {
+			continue
+		}
+		for _, sib := range f {
+			configs[sib] = true
+			sq := path.Join(path.Dir(q), sib)
+			if seen[sq] {
+				continue
+			}
+			if r, err := resolve(in.Env, sq); err == nil && r.missing != "" && !skip(sq) {
+				probed[sq] = true
+			}
 		}
 	}
 
@@ -300,6 +390,12 @@ func Learn(in Input) (*Profile, error) {
 		if byOracle(q) {
 			return false
 		}
+		if path.Base(q) == "package.json" && inCode(q) && !packageScoped(q, pmCwds, reads) {
+			// A package's manifest in the code under test governs the
+			// code beneath it, the agent's, unless a package manager ran
+			// there or tooling lies beneath it.
+			return false
+		}
 		if !inCode(q) || execd[q] {
 			// A program the grader runs is its tooling even in the
 			// workspace (a grading script the task ships there).
@@ -319,6 +415,9 @@ func Learn(in Input) (*Profile, error) {
 		// In the code under test, the tests' own look-ups (an output the
 		// task asks for) are the agent's to satisfy.
 		if inCode(q) && !configs[path.Base(q)] && !inStore(q) && !underConfig(q, configs) {
+			continue
+		}
+		if path.Base(q) == "package.json" && inCode(q) && !packageScoped(q, pmCwds, reads) {
 			continue
 		}
 		p.Probed = append(p.Probed, q)
@@ -376,6 +475,7 @@ func Learn(in Input) (*Profile, error) {
 	// ImportsOf): a name tried and not found leaves no system call.
 	lazy := map[string]bool{}
 	if rd, ok := in.Env.(Reader); ok {
+		groups := map[string]bool{}
 		for _, f := range p.Files {
 			if !strings.HasSuffix(f, ".py") {
 				continue
@@ -391,24 +491,50 @@ func Learn(in Input) (*Profile, error) {
 			for _, n := range im.Lazy {
 				lazy[n] = true
 			}
+			for _, g := range im.PluginGroups {
+				groups[g] = true
+			}
+		}
+		p.PluginGroups = keys(groups)
+	}
+	// The tests' own imports, and the modules they are: in the code's
+	// directories, a new one would stand in for what the tests meant.
+	for f, src := range in.TestSources {
+		im := ImportsOf(src)
+		for _, n := range append(im.Module, im.Lazy...) {
+			lazy[n] = true
+		}
+		if n, ok := importName(path.Base(f)); ok && n != "__init__" && !strings.HasPrefix(n, "test_") && n != "conftest" {
+			lazy[n] = true
 		}
 	}
 	// What the code under test provides is not the tooling's name: a
 	// module or package of its own (a data file named like a module,
 	// base64.txt, provides nothing).
-	for q := range reads {
-		if tooling(q) {
-			continue
-		}
-		if e := longestEntry(pyPath, q); e != "" {
+	// The import directories: those on a path at start, and those the
+	// grader listed (a script puts /app first on sys.path as it runs).
+	codeDirs := slices.Clone(pyPath)
+	for d := range toList {
+		codeDirs = append(codeDirs, d)
+	}
+	provided := func(q string) {
+		if e := longestEntry(codeDirs, q); e != "" {
 			first, rest, _ := strings.Cut(strings.TrimPrefix(q, strings.TrimSuffix(e, "/")+"/"), "/")
 			n, ok := importName(first)
 			if !ok || rest == "" && !strings.Contains(first, ".") {
-				continue // a file without a suffix is no module
+				return // a file without a suffix is no module
 			}
 			delete(names, n)
 			delete(lazy, n)
 		}
+	}
+	for q := range reads {
+		if !tooling(q) {
+			provided(q)
+		}
+	}
+	for _, q := range oracle {
+		provided(q)
 	}
 	// Standard-library modules this platform lacks: runtimes try them
 	// without a call per name (subprocess tries msvcrt, os tries nt), so
@@ -465,6 +591,40 @@ func abs(p, cwd string) string {
 		return path.Clean(p)
 	}
 	return path.Join(cwd, p)
+}
+
+// moduleArg returns the module a Python command line runs with -m, "".
+func moduleArg(argv []string) string {
+	for i := 1; i < len(argv); i++ {
+		a := argv[i]
+		switch {
+		case a == "-m" && i+1 < len(argv):
+			return argv[i+1]
+		case strings.HasPrefix(a, "-m") && len(a) > 2:
+			return a[2:]
+		case a == "-c" || !strings.HasPrefix(a, "-"):
+			return ""
+		}
+	}
+	return ""
+}
+
+// packageScoped reports whether the package.json at q is the tooling's:
+// a package manager ran at or below its directory, or something the
+// grader read as tooling lies beneath it (other than the manifest).
+func packageScoped(q string, pmCwds []string, reads map[string]bool) bool {
+	dir := path.Dir(q)
+	for _, c := range pmCwds {
+		if under(c, dir) {
+			return true
+		}
+	}
+	for r := range reads {
+		if r != q && under(r, dir) && strings.Contains(r, "/node_modules/") {
+			return true
+		}
+	}
+	return false
 }
 
 // configName reports names that can be configuration found by an

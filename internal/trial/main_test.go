@@ -139,7 +139,7 @@ func hasViolation(v *Verdict, kind string) bool {
 func violations(v *Verdict) string {
 	var s []string
 	for _, vi := range v.Violations {
-		s = append(s, vi.Kind+" "+vi.Path)
+		s = append(s, vi.Kind+" "+vi.Path+" ("+vi.Detail+")")
 	}
 	return strings.Join(s, "; ")
 }

@@ -65,6 +65,9 @@ type policy struct {
 	// pristineContent reads a pristine file (at most a few MiB); nil when
 	// not at hand.
 	pristineContent func(p string) ([]byte, error)
+	// pristineSum is the SHA-256 (hex) of a pristine regular file; nil
+	// when not at hand.
+	pristineSum func(p string) (string, error)
 	// resolve follows a path through the environment as the grader would
 	// see it with the whole changeset applied; nil: links are not judged
 	// by where they lead.
@@ -236,6 +239,12 @@ func (p *policy) decide(e workspace.Entry) (decision, error) {
 		if kind == pristineOther && p.pristineContent != nil {
 			c.Pristine = func() ([]byte, error) { return p.pristineContent(e.Path) }
 		}
+		if e.Kind == workspace.KindFile && kind == pristineOther && p.pristineSum != nil {
+			c.Same = func() bool {
+				sum, err := p.pristineSum(e.Path)
+				return err == nil && sum == e.SHA256
+			}
+		}
 		d := p.tooling.Check(c)
 		if d.Violation != "" {
 			return decision{violation: &Violation{Kind: ViolationTooling, Path: e.Path,
@@ -259,6 +268,12 @@ func (p *policy) decide(e workspace.Entry) (decision, error) {
 			kind, err := p.pristine(e.Path)
 			if err != nil {
 				return decision{}, fmt.Errorf("checking %q against the pristine environment: %w", e.Path, err)
+			}
+			if kind == pristineOther && e.Kind == workspace.KindFile && p.pristineSum != nil {
+				if sum, err := p.pristineSum(e.Path); err == nil && sum == e.SHA256 {
+					// A copy-up (chmod, touch): the pristine file stands.
+					return decision{reason: "the same content as the pristine file (a copy-up): the pristine file stands"}, nil
+				}
 			}
 			if kind != pristineAbsent {
 				return decision{violation: &Violation{Kind: ViolationSystemFile, Path: e.Path,

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
@@ -41,7 +42,7 @@ type ToolingRef struct {
 
 // toolingSchemaKey is in the cache key: bump it whenever what Learn
 // makes of the same run changes, or trials get profiles learned by old rules.
-const toolingSchemaKey = tooling.Schema + "+learn-8"
+const toolingSchemaKey = tooling.Schema + "+learn-11"
 
 // learning collects what the traced grader of a learning run saw.
 type learning struct {
@@ -332,8 +333,14 @@ func (r *runner) learnFrom(ctx context.Context, l *layout, cs *workspace.Changes
 		lr.err = err
 		return
 	}
+	tests, err := testSources(r.o.Task.Tests)
+	if err != nil {
+		lr.err = err
+		return
+	}
 	lr.profile, lr.err = tooling.Learn(tooling.Input{Accesses: accesses, Env: env, CodeRoots: r.codeRoots(),
-		OracleChanged: changed, Harness: append(slices.Clone(harnessPaths), "/tmp/proctor"), Interpreters: interps})
+		OracleChanged: changed, Harness: append(slices.Clone(harnessPaths), "/tmp/proctor"), Interpreters: interps,
+		TestSources: tests})
 }
 
 // askPython runs the queries in a sandbox over l (its uppers as they are)
@@ -459,6 +466,27 @@ func (e *layoutEnv) openLower(p string, flags uint64) (*os.File, error) {
 	return os.NewFile(uintptr(fd), p), nil
 }
 
+// Sum is the SHA-256 (hex) of a regular pristine file, read whole.
+func (e *layoutEnv) Sum(p string) (string, error) {
+	f, err := e.openLower(p, unix.O_NONBLOCK)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return "", err
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%s: not a regular file", p)
+	}
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
 // readLower reads at most max bytes of a regular pristine file, never
 // following a symlink (resolve first); whole asks for all of it, more
 // than max being an error.
@@ -486,4 +514,33 @@ func (e *layoutEnv) readLower(p string, max int, whole bool) ([]byte, error) {
 		b = b[:max]
 	}
 	return b, nil
+}
+
+// testSources reads the tests' Python sources (the task's tests/, on the
+// host: the harness's, trusted), by their path inside the grader.
+func testSources(dir string) (map[string][]byte, error) {
+	out := map[string][]byte{}
+	total := 0
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.Type().IsRegular() || !strings.HasSuffix(p, ".py") {
+			return nil
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return err
+		}
+		if total += len(b); total > 64<<20 {
+			return fmt.Errorf("the tests' Python sources are over 64 MiB")
+		}
+		rel, _ := filepath.Rel(dir, p)
+		out[path.Join(TestsPath, filepath.ToSlash(rel))] = b
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reading the tests' sources: %w", err)
+	}
+	return out, nil
 }

@@ -160,6 +160,44 @@ func TestToolingOutputGraders(t *testing.T) {
 		{name: "a helper in the workspace run by bash", grading: task.GradingWorkspace, run: "bash /app/grader/check.sh",
 			files:   map[string]string{"environment/workspace/grader/check.sh": "[ \"$(cat /app/answer.txt)\" = 42 ]\n"},
 			attacks: []attack{{"the helper rewritten", "printf 'exit 0\\n' > /app/grader/check.sh"}}},
+		{name: "a helper in the workspace run as a module", grading: task.GradingWorkspace, run: "python3 -m grader.check",
+			files: map[string]string{"environment/workspace/grader/__init__.py": "",
+				"environment/workspace/grader/check.py": "import sys\nsys.exit(0 if open('/app/answer.txt').read().strip() == '42' else 1)\n"},
+			attacks: []attack{{"the module rewritten", "printf 'raise SystemExit(0)\\n' > /app/grader/check.py"}}},
+		{name: "make", grading: task.GradingWorkspace, run: "make -s check",
+			files: map[string]string{"environment/workspace/Makefile": "check:\n\t" + outPytest + "\n"},
+			attacks: []attack{
+				{"a GNUmakefile beside the Makefile", "printf 'check:\\n\\t@true\\n' > /app/GNUmakefile"},
+				{"the Makefile rewritten", "printf 'check:\\n\\t@true\\n' > /app/Makefile"},
+			}},
+		{name: "the tests' own imports", grading: task.GradingWorkspace, run: "PYTHONPATH=/tests " + outPytest,
+			files: map[string]string{
+				"tests/helpers.py":      "def answer_ok():\n    return open('/app/answer.txt').read().strip() == '42'\n",
+				"tests/test_outputs.py": "try:\n    import simplejson as json\nexcept ImportError:\n    import json\nfrom helpers import answer_ok\n\ndef test_answer():\n    assert json.loads(open('/app/answer.txt').read()) == 42 and answer_ok()\n"},
+			attacks: []attack{
+				{"a module the tests try first", plant("/app", "simplejson.py")},
+				{"the tests' helper shadowed", "printf 'def answer_ok():\\n    return True\\n' > /app/helpers.py"},
+			}},
+		{name: "a tooling package's other files", grading: task.GradingState, run: outPytest,
+			attacks: []attack{
+				{"a package beside a module of the runner's", plant("/usr/lib/python3/dist-packages/_pytest/main", "__init__.py")},
+				{"a package beside a standard module's", plant("/usr/lib/python"+py+"/json/decoder", "__init__.py")},
+				{"a new module in the runner's package", plant("/usr/lib/python3/dist-packages/_pytest", "zz_extra.py")},
+			},
+			honest: []attack{
+				{"installs a module the runner names only for type checking", "printf 'X = 1\\n' > " + localSite + "/typing_extensions.py; echo 42 > /app/answer.txt"},
+				{"installs a package that declares a plugin group the runner does not load", "mkdir -p " + localSite + "/babelish-1.0.dist-info && printf '[babel.extractors]\\nx = babelish:extract\\n' > " + localSite + "/babelish-1.0.dist-info/entry_points.txt && echo 42 > /app/answer.txt"},
+				{"runs ldconfig", "ldconfig && echo 42 > /app/answer.txt"},
+				{"makes every file of the environment's site readable (modes only)", "chmod -R a+rX /usr/lib/python3/dist-packages/_pytest && echo 42 > /app/answer.txt"},
+			}},
+		{name: "node with a helper package", grading: task.GradingWorkspace, run: "NODE_PATH=/app/node_modules node --test /tests/",
+			files: nodeHelper,
+			attacks: []attack{
+				{"the helper's failure path rewritten", "echo 'process.exit(0)' > /app/node_modules/check-helper/explain.js"},
+			},
+			honest: []attack{
+				{"a package manifest of its own", "printf '{\"name\": \"answer\"}\\n' > /app/package.json && echo 42 > /app/answer.txt"},
+			}},
 	}
 	for _, c := range cases {
 		t.Run(c.name+"/"+c.grading, func(t *testing.T) {
@@ -216,4 +254,24 @@ func pythonVersion(t *testing.T) string {
 		t.Fatalf("asking /usr/bin/python3 its version: %v", err)
 	}
 	return strings.TrimSpace(string(out))
+}
+
+// nodeHelper is a workspace package the tests require, which loads its
+// explanation module only when a check fails.
+var nodeHelper = map[string]string{
+	"environment/workspace/node_modules/check-helper/package.json": `{"name": "check-helper", "version": "1.0.0", "main": "index.js"}` + "\n",
+	"environment/workspace/node_modules/check-helper/index.js": `const fs = require('node:fs');
+exports.expectFile = (p, want) => {
+  const got = fs.readFileSync(p, 'utf8').trim();
+  if (got !== want) {
+    const { explain } = require('./explain');
+    throw new Error(explain(got, want));
+  }
+};
+`,
+	"environment/workspace/node_modules/check-helper/explain.js": "exports.explain = (got, want) => 'got ' + JSON.stringify(got) + ', want ' + JSON.stringify(want);\n",
+	"tests/answer.test.js": `const test = require('node:test');
+const { expectFile } = require('check-helper');
+test('answer', () => expectFile('/app/answer.txt', '42'));
+`,
 }

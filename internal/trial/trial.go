@@ -388,6 +388,14 @@ func (r *runner) judge(l *layout, cs *workspace.Changeset, archivePath string) (
 	pol := &policy{grading: t.Proctor.Grading, workdir: t.Environment.Workdir,
 		protected: t.Proctor.Protected, pristine: l.pristine, pristineDescendants: l.pristineDescendants, tooling: r.tooling,
 		content: func(p string) ([]byte, error) { return archiveFile(archivePath, cs, p, 4<<20) },
+		pristineSum: func(p string) (string, error) {
+			pv := &layoutEnv{l: l}
+			final, err := tooling.Resolve(pv, p)
+			if err != nil {
+				return "", err
+			}
+			return pv.Sum(final)
+		},
 		pristineContent: func(p string) ([]byte, error) {
 			pv := &layoutEnv{l: l}
 			final, err := tooling.Resolve(pv, p)
