@@ -175,8 +175,8 @@ func Attached(dir string) ([]string, error) {
 	var found []string
 	for _, f := range files {
 		b, err := os.ReadFile(f)
-		if errors.Is(err, os.ErrNotExist) {
-			continue // detached meanwhile
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ENODEV) || errors.Is(err, unix.ENXIO) {
+			continue // detached meanwhile (sysfs answers ENODEV as it goes)
 		}
 		if err != nil {
 			return nil, err
