@@ -66,15 +66,9 @@ mirrors=$(sh tb/debian-sources.sh --hosts)
 # pypi.org and files.pythonhosted.org (examples/tb/internet), whose pytest
 # is Debian trixie's, extracted once. With the internet, pass
 # --verifier-allow-host for those four hosts instead (examples/tb/README.md).
-keep=${XDG_CACHE_HOME:-$HOME/.cache}/proctor-examples
-if [ ! -d "$keep/pytest-trixie/usr/lib/python3/dist-packages/pytest" ]; then
-	mapfile -t sources < <(sh tb/debian-sources.sh trixie)
-	rm -rf "$keep/pytest-trixie.tmp" && mkdir -p "$keep"
-	mmdebstrap --variant=extract --include=python3-pytest --quiet trixie "$keep/pytest-trixie.tmp" "${sources[@]}"
-	mv "$keep/pytest-trixie.tmp" "$keep/pytest-trixie"
-fi
+pytest=$(bash tb/pytest-trixie.sh)
 (cd .. && go build -o "$out/internet" ./examples/tb/internet)
-coproc internet { exec "$out/internet" -q -pytest-from "$keep/pytest-trixie/usr/lib/python3/dist-packages" -dir "$keep/internet"; }
+coproc internet { exec "$out/internet" -q -pytest-from "$pytest" -dir "${XDG_CACHE_HOME:-$HOME/.cache}/proctor-examples/internet"; }
 read -r -a net <&"${internet[0]}"
 for h in $mirrors; do net+=(--verifier-allow-host "$h" --build-allow-host "$h"); done
 for t in sales-report log-summary; do
