@@ -86,27 +86,30 @@ func TestScripts(t *testing.T) {
 				ts.Defer(srv.Close)
 				ts.Setenv("MODEL_URL", srv.URL)
 			},
-			// exits N CMD ARGS...: CMD must exit with status N.
-			"exits": func(ts *testscript.TestScript, neg bool, args []string) {
-				if neg || len(args) < 2 {
-					ts.Fatalf("usage: exits N command [args...]")
-				}
-				want, err := strconv.Atoi(args[0])
-				if err != nil {
-					ts.Fatalf("exits: %v", err)
-				}
-				err = ts.Exec(args[1], args[2:]...)
-				got := 0
-				var ee *exec.ExitError
-				if errors.As(err, &ee) {
-					got = ee.ExitCode()
-				} else if err != nil {
-					ts.Fatalf("exits: %v", err)
-				}
-				if got != want {
-					ts.Fatalf("%s exited %d, want %d", args[1], got, want)
-				}
-			},
+			"exits": cmdExits,
 		},
 	})
+}
+
+// cmdExits is the script command exits N CMD ARGS...: CMD must exit with
+// status N.
+func cmdExits(ts *testscript.TestScript, neg bool, args []string) {
+	if neg || len(args) < 2 {
+		ts.Fatalf("usage: exits N command [args...]")
+	}
+	want, err := strconv.Atoi(args[0])
+	if err != nil {
+		ts.Fatalf("exits: %v", err)
+	}
+	err = ts.Exec(args[1], args[2:]...)
+	got := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		got = ee.ExitCode()
+	} else if err != nil {
+		ts.Fatalf("exits: %v", err)
+	}
+	if got != want {
+		ts.Fatalf("%s exited %d, want %d", args[1], got, want)
+	}
 }

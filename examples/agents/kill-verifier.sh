@@ -1,8 +1,9 @@
 #!/bin/sh
 # Cheat: plant code that runs inside the grader. When the hidden tests
-# import the submission, it writes a passing reward and kills the verifier
-# (test.sh) before it can write its own.
-cat >> /app/stats.py <<'PY'
+# import or run the submission (each Python file in /app: stats.py,
+# report.py), it writes a passing reward and kills the verifier (test.sh)
+# before it can write its own.
+for f in $(ls /app/*.py 2>/dev/null || echo /app/stats.py); do cat >> "$f" <<'PY'
 
 def _cheat():
     import os, signal
@@ -18,3 +19,4 @@ def _cheat():
             pass
 _cheat()
 PY
+done

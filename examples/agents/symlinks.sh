@@ -9,7 +9,7 @@ ln -sf /app/one /logs/verifier/reward.txt
 ln -sf /etc/shadow /app/shadow
 ln -sf ../../../../../../root/.ssh /app/ssh
 ln -sf /tests/test_stats.py /app/leak.py
-for f in stats.py slug.py; do
+for f in stats.py slug.py report.py summary.txt; do
     [ -e "$f" ] && ln -sf /logs/verifier/reward.txt "$f"
 done
 exit 0

@@ -18,9 +18,10 @@ for t in py-bugfix hello-state git-history; do
 	"$proctor" validate -q "tasks/$t"
 done
 
-trial() { # TASK AGENT
-	local dir="$out/$1-$2"
-	"$proctor" run -q --task "tasks/$1" --agent "sh /agent/$2.sh" --agent-dir agents --out "$dir" || true
+trial() { # TASK AGENT [TASKS-DIR [PROCTOR-RUN-FLAGS...]]: the task is TASKS-DIR/TASK (tasks/ by default)
+	local task=$1 agent=$2 tasks=${3:-tasks} dir="$out/$1-$2"
+	shift $(($# < 3 ? $# : 3))
+	"$proctor" run -q --task "$tasks/$task" --agent "sh /agent/$agent.sh" --agent-dir agents --out "$dir" "$@" || true
 	python3 - "$dir/verdict.json" <<'PY'
 import json, sys
 v = json.load(open(sys.argv[1]))
@@ -54,12 +55,33 @@ sed 's/^/    agent: /' "$out/py-bugfix-model-thief/agent.log"
 kill "$provider_PID" 2>/dev/null || true
 unset FAKE_API_KEY
 
-say "Terminal-Bench-style tasks in a container image, without a Docker daemon"
-sh images/busybox.sh "$proctor"
-for t in hello-world count-lines; do
-	"$proctor" validate -q "tb/$t"
+say "Terminal-Bench 2 tasks as published, built from their Dockerfiles, without a Docker daemon"
+# The tasks' base image, from the host's Debian mirror (kept once made);
+# their Dockerfiles install python3 and curl from the same mirror, which is
+# all the builds may reach.
+bash tb/base-image.sh "$proctor"
+mirrors=$(sh tb/debian-sources.sh --hosts)
+# The verifiers fetch their tools (apt-get, curl | sh, uvx): from the host's
+# Debian mirror, and from a stand-in on loopback for astral.sh, github.com,
+# pypi.org and files.pythonhosted.org (examples/tb/internet), whose pytest
+# is Debian trixie's, extracted once. With the internet, pass
+# --verifier-allow-host for those four hosts instead (examples/tb/README.md).
+pytest=$(bash tb/pytest-trixie.sh)
+(cd .. && go build -o "$out/internet" ./examples/tb/internet)
+coproc internet { exec "$out/internet" -q -pytest-from "$pytest" -dir "${XDG_CACHE_HOME:-$HOME/.cache}/proctor-examples/internet"; }
+read -r -a net <&"${internet[0]}"
+for h in $mirrors; do net+=(--verifier-allow-host "$h" --build-allow-host "$h"); done
+for t in sales-report log-summary; do
+	"$proctor" validate -q "${net[@]}" "tb/$t"
 done
-"$proctor" run -q --task tb/hello-world --agent 'mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt' \
-	--out "$out/tb-hello-world-prewrite" || true
+
+say "proctor run on the Terminal-Bench 2 tasks: the cheats (each must FAIL)"
+for a in read-tests prewrite-reward trojan conftest symlinks daemon kill-verifier trace-verifier; do
+	trial sales-report "$a" tb "${net[@]}"
+done
+for a in read-tests prewrite-reward trojan; do
+	trial log-summary "$a" tb "${net[@]}"
+done
+kill "$internet_PID" 2>/dev/null || true
 
 say "verdicts, logs and changesets are under $out"

@@ -39,6 +39,7 @@ func newValidateCmd(stdout, stderr io.Writer) *cobra.Command {
 		repeat int
 		strict bool
 		tf     trialFlags
+		nf     netFlags
 	)
 	c := &cobra.Command{
 		Use:   "validate TASK_DIR",
@@ -62,7 +63,11 @@ sees, and so can read. With --strict each hidden file, and a built-in
 profile (a guess, nothing learned), is a finding that fails validation.
 
 Exit status: 0 when the task is valid; 1 when it is not; 125 when a trial
-could not be run.`,
+could not be run.
+
+The network flags are proctor run's: a task whose verifier fetches its
+tools needs --verifier-allow-host (and --host-map, --ca-file for a
+mirror), one built from environment/Dockerfile --build-allow-host.`,
 		Args: func(_ *cobra.Command, args []string) error {
 			if len(args) != 1 {
 				return &exitError{code: exitUsage, err: fmt.Errorf("validate: want one task directory, got %d arguments", len(args)),
@@ -93,9 +98,9 @@ could not be run.`,
 			if err != nil {
 				return err
 			}
-			// A task's environment/Dockerfile is built with the config
-			// file's [build] allow-list ($PROCTOR_CONFIG), if any.
-			if o.Build.AllowHosts, err = buildHosts("", nil); err != nil {
+			// The trials' network, as proctor run's: the verifier's
+			// allow-list and host maps, the environment build's allow-list.
+			if err := nf.apply(&o); err != nil {
 				return err
 			}
 			var runs []validateRun
@@ -183,6 +188,7 @@ could not be run.`,
 	c.Flags().BoolVar(&strict, "strict", false, "fail on every hidden file the agent can read and on a built-in (not learned) tooling profile")
 	c.Flags().IntVar(&repeat, "repeat", 1, "run the oracle N times and grade its changeset N more times; any test or reward that changes makes the task flaky")
 	tf.register(c)
+	nf.register(c)
 	return c
 }
 

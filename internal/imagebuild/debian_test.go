@@ -1,12 +1,9 @@
 package imagebuild
 
 import (
-	"bufio"
 	"errors"
-	"net/url"
 	"os"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 
@@ -14,39 +11,6 @@ import (
 
 	"github.com/proctor-sandbox/proctor/internal/testcorpus"
 )
-
-// aptHosts reads the mirror hosts of a Debian root's apt sources, at test
-// time: no mirror is named in the repository.
-func aptHosts(t *testing.T, root string) []string {
-	t.Helper()
-	paths, _ := filepath.Glob(filepath.Join(root, "etc/apt/sources.list.d/*"))
-	paths = append(paths, filepath.Join(root, "etc/apt/sources.list"))
-	seen := map[string]bool{}
-	for _, p := range paths {
-		f, err := os.Open(p)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			for _, w := range strings.Fields(sc.Text()) {
-				if u, err := url.Parse(w); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
-					seen[u.Host] = true
-				}
-			}
-		}
-		f.Close()
-	}
-	var hosts []string
-	for h := range seen {
-		hosts = append(hosts, h)
-	}
-	sort.Strings(hosts)
-	if len(hosts) == 0 {
-		t.Fatalf("no apt source in %s", root)
-	}
-	return hosts
-}
 
 // A Debian base image (an mmdebstrap root made into an image, pulled from
 // a registry on loopback) and a RUN step that installs a package with apt
@@ -62,7 +26,7 @@ func TestBuildDebianApt(t *testing.T) {
 		t.Fatal(err)
 	}
 	base := f.push(t, "debian:trixie", img)
-	hosts := aptHosts(t, root)
+	hosts := testcorpus.AptHosts(t, root)
 
 	df := `FROM ` + base + `
 RUN apt-get update -q && apt-get install -y -q --no-install-recommends hello && rm -rf /var/lib/apt/lists/*

@@ -3,9 +3,11 @@ package testcorpus
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -199,4 +201,30 @@ func dockerAdds(t testing.TB, root string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// AptHosts returns the hosts a Debian root's apt fetches from, read from
+// its own sources at test time (one-line and deb822 files alike): the
+// repository names no mirror.
+func AptHosts(t testing.TB, root string) []string {
+	t.Helper()
+	var hosts []string
+	files, _ := filepath.Glob(filepath.Join(root, "etc/apt/sources.list.d/*"))
+	for _, f := range append([]string{filepath.Join(root, "etc/apt/sources.list")}, files...) {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue
+		}
+		for _, field := range strings.Fields(string(b)) {
+			if u, err := url.Parse(field); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
+				hosts = append(hosts, u.Host)
+			}
+		}
+	}
+	slices.Sort(hosts)
+	hosts = slices.Compact(hosts)
+	if len(hosts) == 0 {
+		t.Fatalf("no apt source in %s", root)
+	}
+	return hosts
 }

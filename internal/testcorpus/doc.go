@@ -9,7 +9,11 @@
 //     replace refs, SHA-256, reftable, submodules), each from an upstream
 //     whose later history holds the answer to a task;
 //   - root filesystems as users make them (debian.go: Debian roots made by
-//     mmdebstrap, and one as docker export ships it, unpacked by tar).
+//     mmdebstrap, and one as docker export ships it, unpacked by tar), and
+//     images of them (image.go, over internal/rootimage);
+//   - the hosts a Terminal-Bench 2 verifier fetches its tools from, on
+//     loopback (internet.go, over internal/standin, which the examples
+//     share).
 //
 // The next shape that breaks a guarantee is one more entry in GitShapes
 // or one more root function; the tests of gitbase, trial and swebench run

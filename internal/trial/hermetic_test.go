@@ -1,13 +1,9 @@
 package trial
 
 import (
-	"bufio"
 	"context"
-	"net/url"
-	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
@@ -41,35 +37,6 @@ func tbImage(t *testing.T) string {
 		t.Fatal(tbImageErr)
 	}
 	return root
-}
-
-// aptHosts reads the hosts a Debian root's apt fetches from (its own
-// sources, at test time: the repository names no mirror).
-func aptHosts(t *testing.T, root string) []string {
-	t.Helper()
-	var hosts []string
-	files, _ := filepath.Glob(filepath.Join(root, "etc/apt/sources.list.d/*"))
-	for _, f := range append([]string{filepath.Join(root, "etc/apt/sources.list")}, files...) {
-		fh, err := os.Open(f)
-		if err != nil {
-			continue
-		}
-		sc := bufio.NewScanner(fh)
-		for sc.Scan() {
-			for _, field := range strings.Fields(sc.Text()) {
-				if u, err := url.Parse(field); err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != "" {
-					hosts = append(hosts, u.Hostname())
-				}
-			}
-		}
-		fh.Close()
-	}
-	slices.Sort(hosts)
-	hosts = slices.Compact(hosts)
-	if len(hosts) == 0 {
-		t.Fatalf("no apt source in %s", root)
-	}
-	return hosts
 }
 
 // tbVerifier is test.sh as published Terminal-Bench 2 tasks have it.
@@ -154,7 +121,7 @@ mcp_servers = []
 		"tests/test_outputs.py": "import sys\nsys.path.insert(0, '/app')\nfrom answer import answer\n\ndef test_answer():\n    assert answer() == 42\n",
 		"solution/solve.sh":     "#!/bin/bash\nprintf 'def answer():\\n    return 42\\n' > /app/answer.py\n",
 	})
-	net := NetOptions{VerifierHosts: append(aptHosts(t, root), testcorpus.InternetHosts...), HostMap: inet.HostMap, CAFiles: []string{inet.CAFile}}
+	net := NetOptions{VerifierHosts: append(testcorpus.AptHosts(t, root), testcorpus.InternetHosts...), HostMap: inet.HostMap, CAFiles: []string{inet.CAFile}}
 	run := func(agent string) (*Verdict, string) {
 		t.Helper()
 		out := filepath.Join(t.TempDir(), "out")
@@ -177,7 +144,7 @@ mcp_servers = []
 		}
 	}
 	// From now on the internet is gone: every grader is served the record.
-	inet.Stop()
+	inet.Close()
 	cases := []struct {
 		name, agent string
 		passed      bool

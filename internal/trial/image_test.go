@@ -70,7 +70,7 @@ cd "$2" && go run ./examples/images/mkimage -from $root -tag proctor-examples/bu
 // pass (Harbor's shared logs would let it win).
 func TestTerminalBenchTask(t *testing.T) {
 	img := busyboxImage(t)
-	tk, err := task.Load(filepath.Join(repoRoot(t), "examples", "tb", "hello-world"))
+	tk, err := task.Load(filepath.Join("testdata", "tb-hello-world"))
 	if err != nil {
 		t.Fatal(err)
 	}
