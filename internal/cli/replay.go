@@ -96,6 +96,12 @@ does not verify; 125 when it could not run; 2 for a wrong command line.`,
 			o.Net.Replay = tape
 			o.ReplayOf = &trial.ReplayRef{Recording: was.Recording.SHA256, Calls: tape.Calls(), RecordedChangeset: was.Changeset.Digest}
 			o.Task, o.Agent, o.AgentDir, o.Out = t, p.Provenance.Agent.Command, agentDir, out
+			// Graded as the recorded trial was: its tooling profile and its
+			// recording of the verifier's fetches, from its bundle.
+			if was.Tooling != nil {
+				o.Frozen = &trial.Frozen{Tooling: bundledTooling(filepath.Dir(args[0]), was), ToolingDigest: toolingDigest(was),
+					Recording: filepath.Dir(args[0]), RecordingDigest: recordingDigest(was)}
+			}
 			v, err := trial.Run(c.Context(), o)
 			if v == nil {
 				return err

@@ -106,14 +106,8 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 		return nil, err
 	}
 	err = r.beside(func() error {
-		var rec *hermetic.Recording
-		if o.RecordingDigest != "" {
-			var err error
-			if rec, err = hermetic.LoadDir(o.Recording, o.RecordingDigest); err != nil {
-				return fmt.Errorf("the trial's recording of the verifier's fetches: %w", err)
-			}
-		}
-		if err := r.loadTooling(ctx, o.Tooling, o.ToolingDigest, rec); err != nil {
+		if err := r.loadFrozen(ctx, &Frozen{Tooling: o.Tooling, ToolingDigest: o.ToolingDigest,
+			Recording: o.Recording, RecordingDigest: o.RecordingDigest}); err != nil {
 			return err
 		}
 		return r.regrade(ctx, o.Archive, cs)
@@ -177,4 +171,29 @@ func openRegularAt(dirfd int, name string) (*os.File, error) {
 		return nil, errNotRegular
 	}
 	return f, nil
+}
+
+// Frozen names a trial's tooling profile (its tooling.json and the digest
+// its verdict recorded) and its recording of the verifier's fetches (the
+// directory holding it, a bundle's, and its digest; "" for a trial from
+// before hermetic grading).
+type Frozen struct {
+	Tooling, ToolingDigest     string
+	Recording, RecordingDigest string
+}
+
+// loadFrozen gives the trial the frozen profile and recording, or with
+// none the task's (cached, or learned now).
+func (r *runner) loadFrozen(ctx context.Context, f *Frozen) error {
+	if f == nil || f.Tooling == "" {
+		return r.loadTooling(ctx, "", "", nil)
+	}
+	var rec *hermetic.Recording
+	if f.RecordingDigest != "" {
+		var err error
+		if rec, err = hermetic.LoadDir(f.Recording, f.RecordingDigest); err != nil {
+			return fmt.Errorf("the trial's recording of the verifier's fetches: %w", err)
+		}
+	}
+	return r.loadTooling(ctx, f.Tooling, f.ToolingDigest, rec)
 }

@@ -85,6 +85,10 @@ type Options struct {
 	// replayed (its recording's digest and calls, its changeset digest):
 	// the verdict's replay section starts from it.
 	ReplayOf *ReplayRef
+	// Frozen are a recorded trial's tooling profile and recording of the
+	// verifier's fetches, for a replay that must grade as it graded: used
+	// as the bundle has them (their digests checked), never learned again.
+	Frozen *Frozen
 	// CPUSet gives the trial's sandboxes CPUs of their own ("1", "0-1"),
 	// so that concurrent trials do not take each other's; "" shares them
 	// (named in the verdict's pinned.unpinned).
@@ -154,7 +158,7 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 	defer r.audit.Close()
 	r.event("trial.start", detail("task", t.Name, "agent", o.Agent, "grading", t.Proctor.Grading))
 	err = r.beside(func() error {
-		if err := r.loadTooling(ctx, "", "", nil); err != nil {
+		if err := r.loadFrozen(ctx, o.Frozen); err != nil {
 			return err
 		}
 		return r.run(ctx)
