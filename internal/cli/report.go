@@ -160,12 +160,16 @@ func reportInput(c *cobra.Command, dir, pubkey string, regrades int, tf *trialFl
 	// beside their agent's sandboxed ones: never mixed into them.
 	var agents []string
 	for _, a := range in.Agents {
-		agents = append(agents, a)
+		plain, open := false, false
 		for _, t := range in.Trials {
-			if t.Agent == a+OpenNetworkLabel {
-				agents = append(agents, a+OpenNetworkLabel)
-				break
-			}
+			plain = plain || t.Agent == a
+			open = open || t.Agent == a+OpenNetworkLabel
+		}
+		if plain || !open {
+			agents = append(agents, a)
+		}
+		if open {
+			agents = append(agents, a+OpenNetworkLabel)
 		}
 	}
 	in.Agents = agents
