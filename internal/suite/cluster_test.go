@@ -181,6 +181,7 @@ func alive(procs map[int]string) []int {
 // left behind.
 func TestClusterWorkerKilled(t *testing.T) {
 	f := newFleet(t)
+	preexisting := deadLeftovers(t)
 	keys := []string{f.key("w1"), f.key("w2"), f.key("w3")}
 	dir := filepath.Join(f.dir, "suite")
 	tasks := filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix")
@@ -314,7 +315,7 @@ func TestClusterWorkerKilled(t *testing.T) {
 	if len(r.Integrity.Unverified) != 0 || len(r.Agents) != 2 || r.Agents[0].Trials+r.Agents[1].Trials != 8 {
 		t.Fatalf("report: %d unverified, agents %+v", len(r.Integrity.Unverified), r.Agents)
 	}
-	if left := deadLeftovers(t); len(left) > 0 {
+	if left := newLeftovers(t, preexisting); len(left) > 0 {
 		t.Errorf("left behind: %v", left)
 	}
 }

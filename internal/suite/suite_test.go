@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -83,6 +84,7 @@ func bundles(t *testing.T, dir string) map[string]string {
 // and runs none twice to completion.
 func TestKillAndResume(t *testing.T) {
 	requireRoot(t)
+	preexisting := deadLeftovers(t)
 	dir := filepath.Join(t.TempDir(), "suite")
 	tasks := filepath.Join(repoRoot(), "examples", "tasks", "py-bugfix")
 	agents := filepath.Join(repoRoot(), "examples", "agents")
@@ -113,7 +115,7 @@ func TestKillAndResume(t *testing.T) {
 	}
 
 	// What the kill left (the trials it cut short), for the resume to clear.
-	t.Logf("left by the kill: %v", deadLeftovers(t))
+	t.Logf("left by the kill: %v", newLeftovers(t, preexisting))
 
 	resume := bench("--resume", dir, "-q")
 	out, err := resume.CombinedOutput()
@@ -150,7 +152,7 @@ func TestKillAndResume(t *testing.T) {
 	// The resumed trials removed what the killed ones left: scratch
 	// mounts and cgroups named after processes that are gone.
 	_ = killed
-	if left := deadLeftovers(t); len(left) > 0 {
+	if left := newLeftovers(t, preexisting); len(left) > 0 {
 		t.Errorf("left behind by the killed runner: %v", left)
 	}
 
@@ -229,6 +231,21 @@ func TestInterruptAndResume(t *testing.T) {
 }
 
 var ownerPID = regexp.MustCompile(`proctor-(?:scratch-|supervisor-)?([0-9]+)-?`)
+
+// newLeftovers lists what deadLeftovers finds now that was not in before
+// (taken when the test began): a dead process's leftovers from before, say
+// of an earlier session on the machine in a cgroup tree none of the test's
+// runners use, are not this test's to clear.
+func newLeftovers(t *testing.T, before []string) []string {
+	t.Helper()
+	var out []string
+	for _, l := range deadLeftovers(t) {
+		if !slices.Contains(before, l) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
 
 // deadLeftovers lists scratch mounts and cgroups of Proctor processes that
 // no longer exist.

@@ -3,6 +3,7 @@ package trial
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -170,7 +171,9 @@ func cleanStaleScratch(parent string) error {
 		if err := unix.Kill(pid, 0); !errors.Is(err, unix.ESRCH) && !cgroup.Zombie(pid) {
 			continue // alive (or not ours to signal): in use
 		}
-		if err := diskfs.Remove(filepath.Join(parent, de.Name())); err != nil {
+		// Another process cleaning up at the same time may have removed
+		// it first.
+		if err := diskfs.Remove(filepath.Join(parent, de.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("removing stale scratch space: %w", err)
 		}
 	}
