@@ -1,0 +1,145 @@
+package agentlayer
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/proctor-sandbox/proctor/internal/recipe"
+)
+
+// Schema names the manifest's format.
+const Schema = "proctor.agent-layer/v1"
+
+// Layer is an installed agent. It is a plain value.
+type Layer struct {
+	Schema       string    `json:"schema"`
+	Recipe       string    `json:"recipe"`        // the recipe's name
+	RecipeDigest string    `json:"recipe_digest"` // recipe.Digest
+	Digest       string    `json:"digest"`        // "sha256:" + 64 hex over the layer's tree (task.Digest)
+	Registry     string    `json:"registry"`      // the registry it was installed from
+	Packages     []Package `json:"packages"`      // every package npm installed, sorted by path
+	Installed    string    `json:"installed"`     // RFC 3339, UTC
+
+	// Dir is the layer's tree on the host; not in the manifest.
+	Dir string `json:"-"`
+}
+
+// Package is one installed package as npm's lock file records it.
+type Package struct {
+	Path      string `json:"path"` // node_modules/@scope/name
+	Name      string `json:"name"`
+	Version   string `json:"version"`
+	Integrity string `json:"integrity"`
+}
+
+// Dir is where the layer of recipe r is kept under cacheDir.
+func Dir(cacheDir string, r *recipe.Recipe) string {
+	return filepath.Join(cacheDir, "agents", strings.TrimPrefix(r.Digest(), "sha256:"))
+}
+
+// Lookup returns r's installed layer, or (nil, nil) when there is none.
+// A manifest that does not parse or names another recipe is an error: the
+// cache was tampered with or is of another version.
+func Lookup(cacheDir string, r *recipe.Recipe) (*Layer, error) {
+	dir := Dir(cacheDir, r)
+	data, err := os.ReadFile(filepath.Join(dir, "layer.json"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var l Layer
+	if err := json.Unmarshal(data, &l); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "layer.json"), err)
+	}
+	if l.Schema != Schema || l.RecipeDigest != r.Digest() || l.Recipe != r.Name || !strings.HasPrefix(l.Digest, "sha256:") {
+		return nil, fmt.Errorf("%w: %s: not a layer of recipe %s (%s)", ErrLayer, filepath.Join(dir, "layer.json"), r.Name, r.Digest())
+	}
+	l.Dir = filepath.Join(dir, "layer")
+	fi, err := os.Lstat(filepath.Join(l.Dir, r.Package.Bin))
+	if err != nil || !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%w: %s: the recipe's executable %s is missing", ErrLayer, l.Dir, r.Package.Bin)
+	}
+	return &l, nil
+}
+
+// packagesOf reads the packages npm installed from its lock file and checks
+// them against what recipe r pins: each pinned package must be installed
+// at the recipe's version, with the recipe's integrity when it pins one,
+// and every package must carry an integrity (one fetched from a registry
+// does).
+func packagesOf(lock []byte, r *recipe.Recipe, installed func(path string) bool) ([]Package, error) {
+	var lf struct {
+		LockfileVersion int `json:"lockfileVersion"`
+		Packages        map[string]struct {
+			Name      string `json:"name"`
+			Version   string `json:"version"`
+			Integrity string `json:"integrity"`
+			Link      bool   `json:"link"`
+		} `json:"packages"`
+	}
+	if err := json.Unmarshal(lock, &lf); err != nil {
+		return nil, fmt.Errorf("package-lock.json: %w", err)
+	}
+	if lf.LockfileVersion < 2 {
+		return nil, fmt.Errorf("package-lock.json: lockfileVersion %d: want 2 or 3 (npm 7 or later)", lf.LockfileVersion)
+	}
+	var out []Package
+	for p, e := range lf.Packages {
+		if p == "" || !installed(p) {
+			continue // the root project, or an optional package of another platform
+		}
+		name, ok := packageName(p)
+		if !ok {
+			return nil, fmt.Errorf("package-lock.json: packages: %q is not under node_modules", p)
+		}
+		if e.Link {
+			return nil, fmt.Errorf("package-lock.json: %s: a link, not a package from the registry", p)
+		}
+		if e.Integrity == "" {
+			return nil, fmt.Errorf("package-lock.json: %s: no integrity (not fetched from the registry)", p)
+		}
+		out = append(out, Package{Path: p, Name: name, Version: e.Version, Integrity: e.Integrity})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	want := map[string]string{r.Package.NPM: r.Package.Version}
+	if r.Package.Node != nil {
+		want[recipe.NodePackage] = r.Package.Node.Version
+	}
+	pinned := r.Pinned()
+	for name, version := range want {
+		var got *Package
+		for i := range out {
+			if out[i].Path == "node_modules/"+name {
+				got = &out[i]
+			}
+		}
+		if got == nil {
+			return nil, fmt.Errorf("%w: %s was not installed", ErrLayer, name)
+		}
+		if got.Version != version {
+			return nil, fmt.Errorf("%w: %s: installed %s, the recipe pins %s", ErrLayer, name, got.Version, version)
+		}
+		if p := pinned[name]; p != "" && got.Integrity != p {
+			return nil, &IntegrityError{Package: name + "@" + version, Want: p, Got: got.Integrity}
+		}
+	}
+	return out, nil
+}
+
+// packageName is the package name of a lock file path: the part after the
+// last node_modules/.
+func packageName(p string) (string, bool) {
+	i := strings.LastIndex(p, "node_modules/")
+	if i < 0 || (i > 0 && p[i-1] != '/') {
+		return "", false
+	}
+	name := p[i+len("node_modules/"):]
+	return name, name != ""
+}
