@@ -147,6 +147,18 @@
 // once are matched in the order their bodies are read: an agent whose
 // concurrent requests finish in another order than they did diverges.
 //
+// A real agent CLI puts session ids, dates and other framing in its
+// requests, which differ from run to run. With Tape.MatchConversation a
+// request whose digest is not the recorded one's matches a recorded call
+// not yet matched (the next first, then later ones in order) of the same
+// gateway, method and target that continues the same conversation: the
+// same model and, in order, the same tool calls and tool results
+// (Anthropic's tool_use and tool_result blocks, the Responses API's
+// function and custom tool calls and their outputs, Chat Completions'
+// tool_calls and tool messages). What the agent observed must be what it
+// observed when recorded; its framing may differ. Tape.Loose counts such
+// matches.
+//
 // Limits: a Tape holds at most 100,000 calls, 256 MiB of bodies (distinct
 // ones, with the responses being recorded) and 128 MiB of call lines
 // (counted at 400 bytes plus 6 a byte of their strings); so a file is at

@@ -58,8 +58,29 @@ type Tape struct {
 	meta   int64             // metaCost of the calls
 	err    error             // recording failed (ErrTapeFull): for good
 	// Replay:
-	next     int            // index in calls of the call to match next
-	diverged *DivergedError // the first divergence: for good
+	next     int               // index in calls of the first call not yet matched
+	used     []bool            // by index in calls: matched (MatchConversation)
+	loose    int               // calls matched by conversation, not digest
+	keys     map[string]string // conversationKey of recorded request bodies, by digest
+	diverged *DivergedError    // the first divergence: for good
+
+	// MatchConversation, set before the Tape is given to a Gateway, lets a
+	// replay match a request whose digest differs from the recorded one's
+	// when it continues the same conversation (conversationKey): the same
+	// gateway, method and target, the same tool calls and results, the same
+	// model. It is for real agent CLIs, whose requests carry session ids,
+	// dates and other framing that differ from run to run. The first call
+	// not yet matched is tried first, then the later ones in order (an
+	// agent's concurrent side requests may come in another order).
+	MatchConversation bool
+}
+
+// Loose returns how many calls a replay matched by conversation rather
+// than by digest (see MatchConversation).
+func (t *Tape) Loose() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.loose
 }
 
 // tapeCall is one call of a Tape. Its fields are set by begin and end (or
@@ -126,7 +147,7 @@ func (t *Tape) Done() error {
 	if t.diverged == nil && t.next < len(t.calls) {
 		c := t.calls[t.next]
 		t.diverged = &DivergedError{Call: c.seq, Want: c.requestSHA256,
-			Detail: fmt.Sprintf("the agent made %d of the %d recorded calls", t.next, len(t.calls))}
+			Detail: fmt.Sprintf("the agent made %d of the %d recorded calls", t.matched(), len(t.calls))}
 	}
 	if t.diverged != nil {
 		return t.diverged
@@ -279,16 +300,33 @@ func (b *tee) write(p []byte) {
 // match takes the next recorded call if it is the request's, else ends the
 // replay for good with a *DivergedError, which it returns. Once the replay
 // has ended, every request gets the first divergence.
-func (t *Tape) match(gateway, method, target, sum string) (*tapeCall, error) {
+func (t *Tape) match(gateway, method, target, sum string, body []byte) (*tapeCall, error) {
 	t.mu.Lock()
 	first := t.diverged == nil
 	if first {
 		if t.next < len(t.calls) {
 			c := t.calls[t.next]
 			if c.gateway == gateway && c.method == method && c.target == target && c.requestSHA256 == sum {
-				t.next++
+				t.take(t.next)
 				t.mu.Unlock()
 				return c, nil
+			}
+			if t.MatchConversation && sum != "" {
+				key := conversationKey(body, sum)
+				for i := t.next; i < len(t.calls); i++ {
+					o := t.calls[i]
+					if t.used != nil && t.used[i] || o.gateway != gateway || o.method != method || o.target != target || o.requestSHA256 == "" {
+						continue
+					}
+					if o.requestSHA256 == sum || t.keyOf(o.requestSHA256) == key {
+						if o.requestSHA256 != sum {
+							t.loose++
+						}
+						t.take(i)
+						t.mu.Unlock()
+						return o, nil
+					}
+				}
 			}
 			detail := fmt.Sprintf("recorded request %s, got %s", digestText(c.requestSHA256), digestText(sum))
 			if c.gateway != gateway || c.method != method || c.target != target {
@@ -307,6 +345,44 @@ func (t *Tape) match(gateway, method, target, sum string) (*tapeCall, error) {
 		t.OnDiverge(d)
 	}
 	return nil, d
+}
+
+// keyOf is the conversation key of the recorded body with digest sum.
+func (t *Tape) keyOf(sum string) string {
+	if k, ok := t.keys[sum]; ok {
+		return k
+	}
+	if t.keys == nil {
+		t.keys = map[string]string{}
+	}
+	k := conversationKey(t.blobs[sum], sum)
+	t.keys[sum] = k
+	return k
+}
+
+// matched counts the calls matched so far.
+func (t *Tape) matched() int {
+	if t.used == nil {
+		return t.next
+	}
+	n := 0
+	for _, u := range t.used {
+		if u {
+			n++
+		}
+	}
+	return n
+}
+
+// take marks calls[i] matched and moves next past every matched call.
+func (t *Tape) take(i int) {
+	if t.used == nil {
+		t.used = make([]bool, len(t.calls))
+	}
+	t.used[i] = true
+	for t.next < len(t.calls) && t.used[t.next] {
+		t.next++
+	}
 }
 
 // diverge ends the replay with d, unless it has ended already, and returns
@@ -360,7 +436,7 @@ func (g *Gateway) takeTurn(x *exchange, body []byte) (status int, reason string)
 		x.tc = c
 		x.sink.tee = &tee{t: g.tape, c: c}
 	case g.replay != nil:
-		c, err := g.replay.match(g.spec.Name, x.call.Method, x.target, x.call.RequestSHA256)
+		c, err := g.replay.match(g.spec.Name, x.call.Method, x.target, x.call.RequestSHA256, body)
 		if err != nil {
 			return http.StatusConflict, "replay: " + err.Error()
 		}

@@ -1,0 +1,93 @@
+package gateway
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// conversationKey digests what a request carries back from the agent's
+// environment: the tool calls the model made and the results the agent
+// sends back, in order, with the model asked for; not the agent's own
+// framing (system prompt, dates, session and request ids, metadata),
+// which a real agent CLI varies from run to run. Two requests with the
+// same key continue the same conversation with the same observations. It
+// reads Anthropic Messages (tool_use, tool_result in messages) and OpenAI
+// Responses (function_call, function_call_output, custom tool calls and
+// their outputs in input) and Chat Completions (tool_calls, role "tool"
+// messages); a body it cannot read has the key of its digest alone.
+func conversationKey(body []byte, sum string) string {
+	var req struct {
+		Model    string            `json:"model"`
+		Messages []json.RawMessage `json:"messages"`
+		Input    json.RawMessage   `json:"input"`
+		Tools    []json.RawMessage `json:"tools"`
+	}
+	if json.Unmarshal(body, &req) != nil {
+		return "body:" + sum
+	}
+	var parts []any
+	add := func(kind string, v ...any) { parts = append(parts, append([]any{kind}, v...)) }
+	var walkBlocks func(raw json.RawMessage)
+	walkBlocks = func(raw json.RawMessage) {
+		var items []map[string]json.RawMessage
+		if json.Unmarshal(raw, &items) != nil {
+			return
+		}
+		for _, it := range items {
+			var typ, role string
+			_ = json.Unmarshal(it["type"], &typ)
+			_ = json.Unmarshal(it["role"], &role)
+			switch typ {
+			case "tool_use", "server_tool_use":
+				add(typ, string(it["name"]), canonical(it["input"]))
+			case "tool_result":
+				add(typ, canonical(it["content"]), string(it["is_error"]))
+			case "function_call", "custom_tool_call", "local_shell_call":
+				add(typ, string(it["name"]), canonical(it["arguments"]), canonical(it["input"]), canonical(it["action"]))
+			case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
+				add(typ, canonical(it["output"]))
+			}
+			if role == "tool" { // chat completions
+				add("tool", canonical(it["content"]))
+			}
+			if tc, ok := it["tool_calls"]; ok {
+				var calls []struct {
+					Function struct {
+						Name      string `json:"name"`
+						Arguments string `json:"arguments"`
+					} `json:"function"`
+				}
+				if json.Unmarshal(tc, &calls) == nil {
+					for _, c := range calls {
+						add("tool_call", c.Function.Name, canonical(json.RawMessage(c.Function.Arguments)))
+					}
+				}
+			}
+			if c, ok := it["content"]; ok && typ != "tool_result" {
+				walkBlocks(c)
+			}
+		}
+	}
+	msgs, _ := json.Marshal(req.Messages)
+	walkBlocks(msgs)
+	walkBlocks(req.Input)
+	add("model", req.Model, len(req.Tools) > 0)
+	b, _ := json.Marshal(parts)
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+// canonical is raw JSON re-encoded (objects' keys sorted, no spaces), or
+// raw as it is when it does not parse.
+func canonical(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
+}

@@ -1,0 +1,130 @@
+package gateway
+
+import (
+	"bytes"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// convBody is an Anthropic request of a real CLI's shape: its framing
+// (system prompt, metadata) varies by session, its conversation by what
+// the agent's tools returned.
+func convBody(session, result string) string {
+	return `{"model":"claude-x","stream":true,"max_tokens":9,"system":"Today is ` + session + `","metadata":{"user_id":"session_` + session + `"},` +
+		`"tools":[{"name":"Bash","input_schema":{"type":"object"}}],"messages":[{"role":"user","content":"fix it"},` +
+		`{"role":"assistant","content":[{"type":"tool_use","id":"toolu_1","name":"Bash","input":{"command":"cat x"}}]},` +
+		`{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":"` + result + `"}]}]}`
+}
+
+func recordSteps(t *testing.T, steps []step) []byte {
+	t.Helper()
+	tape := NewTape()
+	up := httptest.NewServer(fakeProvider(t))
+	t.Cleanup(up.Close)
+	hs := []*harness{
+		startGateway(t, Options{Spec: specFor(t, "openai", up.URL+"/v1"), Key: testKey, Tape: tape}, nil, up),
+		startGateway(t, Options{Spec: specFor(t, "anthropic", up.URL), Key: testKey, Tape: tape}, nil, up),
+	}
+	play(t, hs, steps)
+	for _, h := range hs {
+		h.close()
+	}
+	return encode(t, tape)
+}
+
+// A replay of a real CLI matches its requests by conversation when asked
+// to: another session's framing is the same trial, other tool results or
+// another model are not, and concurrent side requests may come in another
+// order.
+func TestTapeMatchConversation(t *testing.T) {
+	side := `{"model":"claude-haiku","max_tokens":9,"stream":true,"messages":[{"role":"user","content":"title for: fix it, session A"}]}`
+	recorded := []step{
+		{1, "POST", "/v1/messages", convBody("A", "1 2 3")},
+		{1, "POST", "/v1/messages", side},
+	}
+	file := recordSteps(t, recorded)
+	replay := func(t *testing.T, loose bool, steps []step) (*Tape, []answer) {
+		tape := readTape(t, file)
+		tape.MatchConversation = loose
+		hs := replayPair(t, tape)
+		answers := play(t, hs, steps)
+		for _, h := range hs {
+			h.close()
+		}
+		return tape, answers
+	}
+	sideB := strings.Replace(side, "session A", "session B", 1)
+	t.Run("strict", func(t *testing.T) {
+		tape, answers := replay(t, false, []step{{1, "POST", "/v1/messages", convBody("B", "1 2 3")}})
+		if answers[0].status != 409 || tape.Done() == nil {
+			t.Errorf("another session's request matched by digest: %+v", answers[0])
+		}
+	})
+	t.Run("another session", func(t *testing.T) {
+		tape, answers := replay(t, true, []step{{1, "POST", "/v1/messages", convBody("B", "1 2 3")}, {1, "POST", "/v1/messages", sideB}})
+		if answers[0].status != 200 || answers[1].status != 200 || tape.Done() != nil || tape.Loose() != 2 {
+			t.Errorf("answers %+v, done %v, loose %d", answers, tape.Done(), tape.Loose())
+		}
+	})
+	t.Run("side request first", func(t *testing.T) {
+		tape, answers := replay(t, true, []step{{1, "POST", "/v1/messages", sideB}, {1, "POST", "/v1/messages", convBody("B", "1 2 3")}})
+		if answers[0].status != 200 || answers[1].status != 200 || tape.Done() != nil {
+			t.Errorf("answers %+v, done %v", answers, tape.Done())
+		}
+		if !bytes.Contains([]byte(answers[0].body), []byte("event:")) {
+			t.Errorf("not the recorded stream: %q", answers[0].body)
+		}
+	})
+	t.Run("other tool results", func(t *testing.T) {
+		tape, answers := replay(t, true, []step{{1, "POST", "/v1/messages", convBody("B", "1 2 4")}})
+		if answers[0].status != 409 || tape.Done() == nil {
+			t.Errorf("a request with another tool result matched: %+v", answers[0])
+		}
+	})
+	t.Run("another model", func(t *testing.T) {
+		body := strings.Replace(convBody("A", "1 2 3"), "claude-x", "claude-y", 1)
+		tape, answers := replay(t, true, []step{{1, "POST", "/v1/messages", body}})
+		if answers[0].status != 409 || tape.Done() == nil {
+			t.Errorf("a request for another model matched: %+v", answers[0])
+		}
+	})
+	t.Run("once each", func(t *testing.T) {
+		b := convBody("B", "1 2 3")
+		tape, answers := replay(t, true, []step{{1, "POST", "/v1/messages", b}, {1, "POST", "/v1/messages", b}})
+		if answers[1].status != 409 || tape.Done() == nil {
+			t.Errorf("one recorded call answered twice: %+v", answers[1])
+		}
+	})
+}
+
+func TestConversationKey(t *testing.T) {
+	a, b := convBody("A", "x"), convBody("B", "x")
+	if conversationKey([]byte(a), "1") != conversationKey([]byte(b), "2") {
+		t.Error("framing changed the key")
+	}
+	for _, other := range []string{
+		convBody("A", "y"),
+		strings.Replace(a, `"command":"cat x"`, `"command":"cat y"`, 1),
+		strings.Replace(a, `"name":"Bash","input":{`, `"name":"Read","input":{`, 1),
+	} {
+		if conversationKey([]byte(other), "3") == conversationKey([]byte(a), "1") {
+			t.Errorf("the same key for another conversation: %s", other)
+		}
+	}
+	resp := func(out string) string {
+		return `{"model":"gpt-x","prompt_cache_key":"s1","tools":[{"type":"function","name":"exec_command"}],"input":[` +
+			`{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]},` +
+			`{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"ls\"}","call_id":"c1"},` +
+			`{"type":"function_call_output","call_id":"c1","output":"` + out + `"}]}`
+	}
+	if conversationKey([]byte(resp("a")), "1") == conversationKey([]byte(resp("b")), "2") {
+		t.Error("responses: another function output, the same key")
+	}
+	if conversationKey([]byte(resp("a")), "1") != conversationKey([]byte(strings.Replace(resp("a"), "s1", "s2", 1)), "2") {
+		t.Error("responses: the cache key changed the key")
+	}
+	if conversationKey([]byte("not json"), "1") == conversationKey([]byte("not json either"), "2") {
+		t.Error("two bodies that do not parse share a key")
+	}
+}
