@@ -12,6 +12,7 @@
 # python3-pip (a verifier's client, recorded and replayed by the hermetic
 # grading tests).
 # e2fsprogs (mkfs.ext4 formats the sandboxes' disks: a task's storage).
+# npm (installs the agent CLIs of recipes into their layers, in a sandbox).
 set -euo pipefail
 need=()
 command -v busybox >/dev/null || need+=(busybox-static)
@@ -27,6 +28,7 @@ command -v python3 >/dev/null || need+=(python3)
 command -v chromium >/dev/null || need+=(chromium)
 command -v curl >/dev/null || need+=(curl)
 command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
 # pytest for the python3 sandboxes find first on their PATH (/usr/bin).
 py=/usr/bin/python3; [ -x "$py" ] || py=python3
 "$py" -c 'import pytest' 2>/dev/null || need+=(python3-pytest)

@@ -130,7 +130,6 @@ func install(ctx context.Context, r *recipe.Recipe, o Options, dir string) (*Lay
 		"--registry", reg.String(),
 		"--ignore-scripts", "--no-audit", "--no-fund", "--no-update-notifier",
 		"--save-exact", "--no-progress", "--loglevel", "warn",
-		"--os", "linux", "--cpu", "x64", "--libc", "glibc",
 	}, r.Specs()...)
 	env := []string{"HOME=/tmp", "npm_config_userconfig=/dev/null", "npm_config_update_notifier=false",
 		"npm_config_fetch_retries=2",
@@ -206,7 +205,7 @@ func install(ctx context.Context, r *recipe.Recipe, o Options, dir string) (*Lay
 		return nil, fmt.Errorf("digesting the layer: %w", err)
 	}
 	l := &Layer{Schema: Schema, Recipe: r.Name, RecipeDigest: r.Digest(), Digest: digest, Registry: reg.Redacted(),
-		Packages: pkgs, Installed: time.Now().UTC().Format(time.RFC3339)}
+		Packages: pkgs, Logs: r.Logs, Installed: time.Now().UTC().Format(time.RFC3339)}
 	data, err := json.MarshalIndent(l, "", "  ")
 	if err != nil {
 		return nil, err

@@ -23,6 +23,7 @@ type Layer struct {
 	Digest       string    `json:"digest"`        // "sha256:" + 64 hex over the layer's tree (task.Digest)
 	Registry     string    `json:"registry"`      // the registry it was installed from
 	Packages     []Package `json:"packages"`      // every package npm installed, sorted by path
+	Logs         []string  `json:"logs"`          // the recipe's log directories
 	Installed    string    `json:"installed"`     // RFC 3339, UTC
 
 	// Dir is the layer's tree on the host; not in the manifest.
@@ -40,6 +41,33 @@ type Package struct {
 // Dir is where the layer of recipe r is kept under cacheDir.
 func Dir(cacheDir string, r *recipe.Recipe) string {
 	return filepath.Join(cacheDir, "agents", strings.TrimPrefix(r.Digest(), "sha256:"))
+}
+
+// LookupDigest returns the installed layer of the recipe with that digest,
+// which must have tree digest want: for a replay, which names the layer by
+// its recipe's digest and its own.
+func LookupDigest(cacheDir, recipeDigest, want string) (*Layer, error) {
+	hexd, ok := strings.CutPrefix(recipeDigest, "sha256:")
+	if !ok || len(hexd) != 64 || strings.Trim(hexd, "0123456789abcdef") != "" {
+		return nil, fmt.Errorf("%w: recipe digest %q", ErrLayer, recipeDigest)
+	}
+	dir := filepath.Join(cacheDir, "agents", hexd)
+	data, err := os.ReadFile(filepath.Join(dir, "layer.json"))
+	if err != nil {
+		return nil, err
+	}
+	var l Layer
+	if err := json.Unmarshal(data, &l); err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "layer.json"), err)
+	}
+	if l.Schema != Schema || l.RecipeDigest != recipeDigest {
+		return nil, fmt.Errorf("%w: %s: not a layer of recipe %s", ErrLayer, filepath.Join(dir, "layer.json"), recipeDigest)
+	}
+	if l.Digest != want {
+		return nil, fmt.Errorf("%w: %s: installed tree %s, not %s", ErrLayer, dir, l.Digest, want)
+	}
+	l.Dir = filepath.Join(dir, "layer")
+	return &l, nil
 }
 
 // Lookup returns r's installed layer, or (nil, nil) when there is none.

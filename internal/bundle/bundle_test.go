@@ -98,6 +98,9 @@ func TestSignRefuses(t *testing.T) {
 		{"task digest", func(p *Payload) { p.Provenance.TaskDigest = "sha1:abc" }, "payload.provenance.task_digest"},
 		{"host digest for task", func(p *Payload) { p.Provenance.TaskDigest = p.Provenance.EnvironmentDigest }, "payload.provenance.task_digest"},
 		{"empty command", func(p *Payload) { p.Provenance.Agent.Command = "" }, "payload.provenance.agent.command"},
+		{"layer recipe", func(p *Payload) { p.Provenance.Agent.Layer = &AgentLayer{Recipe: "Claude Code", RecipeDigest: fixtureDigest, Digest: fixtureDigest} }, "payload.provenance.agent.layer.recipe"},
+		{"layer digest", func(p *Payload) { p.Provenance.Agent.Layer = &AgentLayer{Recipe: "x", RecipeDigest: fixtureDigest, Digest: "sha256:00"} }, "payload.provenance.agent.layer.digest"},
+		{"layer recipe digest", func(p *Payload) { p.Provenance.Agent.Layer = &AgentLayer{Recipe: "x", RecipeDigest: "md5:x", Digest: fixtureDigest} }, "payload.provenance.agent.layer.recipe_digest"},
 		{"dir digest", func(p *Payload) { p.Provenance.Agent.DirDigest = "sha256:" }, "payload.provenance.agent.dir_digest"},
 		{"unsorted env", func(p *Payload) { p.Provenance.Agent.EnvNames = []string{"PATH", "HOME"} }, "payload.provenance.agent.env_names[1]"},
 		{"env value", func(p *Payload) { p.Provenance.Agent.EnvNames = []string{"TOKEN=secret"} }, "payload.provenance.agent.env_names[0]"},
@@ -409,3 +412,30 @@ func TestDuplicateKeys(t *testing.T) {
 		t.Errorf("Verify: %v", err)
 	}
 }
+
+// An agent run from a recipe names its layer in the provenance; the layer
+// is signed like the rest and checked in form.
+func TestAgentLayerProvenance(t *testing.T) {
+	p := fixturePayload(t, 3, false, nil)
+	d := "sha256:" + strings.Repeat("ab", 32)
+	p.Provenance.Agent.Layer = &AgentLayer{Recipe: "claude-code", RecipeDigest: d, Digest: d}
+	data, err := Sign(p, signerKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := Verify(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := got.Provenance.Agent.Layer; l == nil || *l != *p.Provenance.Agent.Layer {
+		t.Fatalf("layer %+v", l)
+	}
+	// Without a layer the member is absent, as in bundles made before.
+	p.Provenance.Agent.Layer = nil
+	data, _ = Sign(p, signerKey)
+	if bytes.Contains(data, []byte(`"layer"`)) {
+		t.Error("a bundle without a layer names one")
+	}
+}
+
+var fixtureDigest = "sha256:" + strings.Repeat("cd", 32)

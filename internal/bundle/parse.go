@@ -4,6 +4,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strconv"
+	"strings"
 )
 
 // value is one JSON value of a canonical document and where it is.
@@ -300,6 +301,14 @@ func parseManifest(v value) ([]Artifact, *VerifyError) {
 	return out, nil
 }
 
+// checkRecipeName says what is wrong with an agent recipe's name.
+func checkRecipeName(s string) string {
+	if len(s) == 0 || len(s) > 64 || strings.TrimLeft(s, "abcdefghijklmnopqrstuvwxyz0123456789._-") != "" || s[0] == '.' || s[0] == '_' || s[0] == '-' {
+		return "want 1-64 of a-z, 0-9, '.', '_', '-', starting with a letter or digit"
+	}
+	return ""
+}
+
 func parseProvenance(v value) (Provenance, *VerifyError) {
 	var p Provenance
 	m, err := v.object("task_digest", "environment_digest", "agent", "proctor", "host")
@@ -315,9 +324,29 @@ func parseProvenance(v value) (Provenance, *VerifyError) {
 		return p, err
 	}
 
-	agent, err := m["agent"].object("command", "dir_digest", "env_names")
+	agentKeys := []string{"command", "dir_digest", "env_names"}
+	if _, ok := m["agent"].member("layer"); ok {
+		agentKeys = append(agentKeys, "layer") // present only for an agent run from a recipe
+	}
+	agent, err := m["agent"].object(agentKeys...)
 	if err != nil {
 		return p, err
+	}
+	if lv, ok := agent["layer"]; ok {
+		l, err := lv.object("recipe", "recipe_digest", "digest")
+		if err != nil {
+			return p, err
+		}
+		p.Agent.Layer = &AgentLayer{}
+		if p.Agent.Layer.Recipe, err = l["recipe"].checked(checkRecipeName); err != nil {
+			return p, err
+		}
+		if p.Agent.Layer.RecipeDigest, err = l["recipe_digest"].checked(func(s string) string { return checkDigest(s, "sha256:") }); err != nil {
+			return p, err
+		}
+		if p.Agent.Layer.Digest, err = l["digest"].checked(func(s string) string { return checkDigest(s, "sha256:") }); err != nil {
+			return p, err
+		}
 	}
 	if p.Agent.Command, err = agent["command"].checked(nonEmpty); err != nil {
 		return p, err

@@ -102,6 +102,17 @@ type Agent struct {
 	Command   string   `json:"command"`    // non-empty
 	DirDigest string   `json:"dir_digest"` // "sha256:" + 64 hex, or "" without --agent-dir
 	EnvNames  []string `json:"env_names"`  // sorted, unique; no '=' or NUL
+	// Layer is the installed agent the command ran from, when it ran
+	// from a recipe; absent otherwise.
+	Layer *AgentLayer `json:"layer,omitempty"`
+}
+
+// AgentLayer names an installed agent: its recipe, by name and digest, and
+// the digest of the installed tree.
+type AgentLayer struct {
+	Recipe       string `json:"recipe"`        // 1-64 of [a-z0-9._-]
+	RecipeDigest string `json:"recipe_digest"` // "sha256:" + 64 hex
+	Digest       string `json:"digest"`        // "sha256:" + 64 hex
 }
 
 // ProctorBuild identifies the harness binary.

@@ -30,15 +30,15 @@ const SuiteKeyFile = "suite.key"
 
 func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		taskDirs, agents []string
-		datasets         []string
-		trials, jobs     int
-		regrades         int
-		out, resume      string
-		agentDir         string
-		tf               trialFlags
-		nf               netFlags
-		bc               benchCluster
+		taskDirs, agents, models []string
+		datasets                 []string
+		trials, jobs             int
+		regrades                 int
+		out, resume              string
+		agentDir                 string
+		tf                       trialFlags
+		nf                       netFlags
+		bc                       benchCluster
 	)
 	c := &cobra.Command{
 		Use:   "bench --tasks DIR [DIR...] --agent NAME=COMMAND [--agent ...] --trials N --out DIR",
@@ -82,7 +82,7 @@ line.`,
 				return usageErr("--trust: only with --cluster")
 			}
 			if resume != "" {
-				if len(taskDirs)+len(datasets)+len(agents)+len(args) > 0 || out != "" || len(bc.trust) > 0 {
+				if len(taskDirs)+len(datasets)+len(agents)+len(models)+len(args) > 0 || out != "" || len(bc.trust) > 0 {
 					return usageErr("--resume takes the suite directory alone: its tasks, agents, trusted keys and flags are in its store")
 				}
 				return resumeSuite(c, resume, jobs, regrades, tf.quiet, &bc, stdout, stderr)
@@ -107,12 +107,13 @@ line.`,
 			if err != nil {
 				return err
 			}
-			return startSuite(c, startArgs{append(taskDirs, dirs...), agents, trials, jobs, regrades, out, agentDir, &tf, &nf, &bc}, stdout, stderr)
+			return startSuite(c, startArgs{append(taskDirs, dirs...), agents, models, trials, jobs, regrades, out, agentDir, &tf, &nf, &bc}, stdout, stderr)
 		},
 	}
 	c.Flags().StringArrayVar(&taskDirs, "tasks", nil, "a task directory, or a directory of them (repeatable; more may follow as arguments)")
 	c.Flags().StringArrayVar(&datasets, "dataset", nil, "NAME@VERSION: the tasks of a dataset proctor dataset pull cached (repeatable; no network)")
-	c.Flags().StringArrayVar(&agents, "agent", nil, "NAME=COMMAND: an agent to run (repeatable)")
+	c.Flags().StringArrayVar(&agents, "agent", nil, "an agent to run: a recipe's name (with --model), or NAME=COMMAND (repeatable)")
+	c.Flags().StringArrayVar(&models, "model", nil, "PROVIDER/MODEL for the agents run by recipe: one for all, or one each in the order of their --agent (repeatable)")
 	c.Flags().IntVar(&trials, "trials", 1, "trials of each agent on each task")
 	c.Flags().IntVar(&jobs, "jobs", 0, "trials at once (default: what the CPUs and memory hold)")
 	c.Flags().StringVar(&out, "out", "", "the suite directory (created; must be empty)")
@@ -126,31 +127,95 @@ line.`,
 }
 
 type startArgs struct {
-	taskDirs, agents []string
-	trials, jobs     int
-	regrades         int
-	out, agentDir    string
-	tf               *trialFlags
-	nf               *netFlags
-	bc               *benchCluster
+	taskDirs, agents, models []string
+	trials, jobs             int
+	regrades                 int
+	out, agentDir            string
+	tf                       *trialFlags
+	nf                       *netFlags
+	bc                       *benchCluster
+}
+
+// suiteAgents reads --agent and --model: NAME=COMMAND, or a recipe's name
+// paired with a model (one --model for all recipes, or one each in order).
+// Each recipe's layer is installed now, before any trial runs.
+func suiteAgents(c *cobra.Command, a startArgs) ([]store.Agent, error) {
+	cat, err := catalog(a.nf.config)
+	if err != nil {
+		return nil, err
+	}
+	var agents []store.Agent
+	var recipes []int
+	for _, s := range a.agents {
+		name, cmd, ok := strings.Cut(s, "=")
+		if !ok {
+			if _, err := cat.Lookup(s); err != nil {
+				return nil, usageErr("--agent %q: want NAME=COMMAND or a recipe's name: %v", s, err)
+			}
+			recipes = append(recipes, len(agents))
+			agents = append(agents, store.Agent{Name: s})
+			continue
+		}
+		if strings.TrimSpace(cmd) == "" {
+			return nil, usageErr("--agent %q: want NAME=COMMAND", s)
+		}
+		agents = append(agents, store.Agent{Name: name, Command: cmd})
+	}
+	switch {
+	case len(recipes) == 0 && len(a.models) > 0:
+		return nil, usageErr("--model: for agents run by recipe, and no --agent names one")
+	case len(recipes) > 0 && len(a.models) == 0:
+		return nil, usageErr("--model: not set: agents run by recipe need PROVIDER/MODEL")
+	case len(a.models) > 1 && len(a.models) != len(recipes):
+		return nil, usageErr("--model: %d given for %d agent(s) run by recipe: give one for all, or one each", len(a.models), len(recipes))
+	}
+	o, err := a.tf.baseOptions(nil)
+	if err != nil {
+		return nil, err
+	}
+	for i, at := range recipes {
+		model := a.models[0]
+		if len(a.models) > 1 {
+			model = a.models[i]
+		}
+		r, err := lookupRecipe(cat, agents[at].Name, model)
+		if err != nil {
+			return nil, err
+		}
+		ra, err := resolveRecipe(c.Context(), r, model, o.CacheDir, c.ErrOrStderr())
+		if err != nil {
+			return nil, err
+		}
+		agents[at].Command = suite.RecipeRef(r.Name, model)
+		if slices.ContainsFunc(agents, func(x store.Agent) bool { return x.Name == r.Name && x.Command != agents[at].Command }) {
+			// The same recipe with another model: named for both.
+			agents[at].Name = r.Name + "-" + strings.Map(func(c rune) rune {
+				if c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-' {
+					return c
+				}
+				return '-'
+			}, ra.model)
+		}
+	}
+	seen := map[string]bool{}
+	for _, ag := range agents {
+		if !agentName().MatchString(ag.Name) {
+			return nil, usageErr("--agent %q: the name must be 1-64 of letters, digits, '.', '_', '-'", ag.Name)
+		}
+		if seen[ag.Name] {
+			return nil, usageErr("--agent %s: given twice", ag.Name)
+		}
+		seen[ag.Name] = true
+	}
+	return agents, nil
 }
 
 var agentName = sync.OnceValue(func() *regexp.Regexp { return regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`) })
 
 func startSuite(c *cobra.Command, a startArgs, stdout, stderr io.Writer) error {
-	var agents []store.Agent
-	for _, s := range a.agents {
-		name, cmd, ok := strings.Cut(s, "=")
-		if !ok || strings.TrimSpace(cmd) == "" {
-			return usageErr("--agent %q: want NAME=COMMAND", s)
-		}
-		if !agentName().MatchString(name) {
-			return usageErr("--agent %q: the name must be 1-64 of letters, digits, '.', '_', '-'", name)
-		}
-		if slices.ContainsFunc(agents, func(x store.Agent) bool { return x.Name == name }) {
-			return usageErr("--agent %s: given twice", name)
-		}
-		agents = append(agents, store.Agent{Name: name, Command: cmd})
+	agents, err := suiteAgents(c, a)
+	if err != nil {
+		return err
 	}
 	tasks, loaded, err := findTasks(a.taskDirs)
 	if err != nil {

@@ -56,6 +56,8 @@ type runConfig struct {
 	CAFiles      []string          `toml:"ca_files"`
 	Registry     string            `toml:"registry"` // proctor dataset pull's registry, a URL or a file
 	Build        buildConfig       `toml:"build"`
+	// Agents are the user's agent recipes, by name (internal/recipe).
+	Agents map[string]any `toml:"agents"`
 }
 
 // buildConfig is the config file's [build] table: the network of image
@@ -171,7 +173,7 @@ func readRunConfig(path string) (*runConfig, error) {
 	if err := dec.Decode(&cfg); err != nil {
 		var sm *toml.StrictMissingError
 		if errors.As(err, &sm) && len(sm.Errors) > 0 {
-			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts, internet, host_map, verifier_allow_hosts, ca_files, registry, [model_gateway] or [build] allow_hosts)", path, strings.Join(sm.Errors[0].Key(), "."))
+			return nil, fmt.Errorf("%s: unknown key %s (want allow_hosts, internet, host_map, verifier_allow_hosts, ca_files, registry, [model_gateway], [build] allow_hosts or [agents.NAME])", path, strings.Join(sm.Errors[0].Key(), "."))
 		}
 		var de *toml.DecodeError
 		if errors.As(err, &de) {

@@ -18,8 +18,8 @@ import (
 
 func newReplayCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		taskDir, agentDir, out, pubkey string
-		tf                             trialFlags
+		taskDir, agentDir, out, pubkey, config string
+		tf                                     trialFlags
 	)
 	c := &cobra.Command{
 		Use:   "replay BUNDLE --task DIR [--agent-dir DIR] --out DIR",
@@ -96,6 +96,17 @@ does not verify; 125 when it could not run; 2 for a wrong command line.`,
 			o.Net.Replay = tape
 			o.ReplayOf = &trial.ReplayRef{Recording: was.Recording.SHA256, Calls: tape.Calls(), RecordedChangeset: was.Changeset.Digest}
 			o.Task, o.Agent, o.AgentDir, o.Out = t, p.Provenance.Agent.Command, agentDir, out
+			if pl := p.Provenance.Agent.Layer; pl != nil {
+				// A real agent CLI, run from its recipe's layer: the same
+				// layer, and its requests matched by conversation (its
+				// framing differs from run to run).
+				l, err := replayLayer(c.Context(), pl.Recipe, pl.RecipeDigest, pl.Digest, o.CacheDir, configPath(config))
+				if err != nil {
+					return err
+				}
+				o.AgentLayer = l
+				tape.MatchConversation = true
+			}
 			// Graded as the recorded trial was: its tooling profile and its
 			// recording of the verifier's fetches, from its bundle.
 			if was.Tooling != nil {
@@ -124,6 +135,7 @@ does not verify; 125 when it could not run; 2 for a wrong command line.`,
 	}
 	c.Flags().StringVar(&taskDir, "task", "", "the task directory the bundle names")
 	c.Flags().StringVar(&agentDir, "agent-dir", "", "the directory mounted at /agent in the recorded trial")
+	c.Flags().StringVar(&config, "config", "", "a TOML file whose [agents.NAME] tables hold the recorded trial's recipe, if it is not a shipped one (default $PROCTOR_CONFIG)")
 	c.Flags().StringVar(&out, "out", "", "the output directory (created; must be empty)")
 	c.Flags().StringVar(&pubkey, "pubkey", "", "the public key the bundle must be signed with")
 	tf.register(c)

@@ -99,7 +99,7 @@ func newRoot(stdin io.Reader, stdout, stderr io.Writer) *cobra.Command {
 	root.AddCommand(newExecCmd(stdin, stdout, stderr), newRunCmd(stdout, stderr), newValidateCmd(stdout, stderr),
 		newKeygenCmd(stdout), newVerifyCmd(stdout), newRegradeCmd(stdout, stderr), newReplayCmd(stdout, stderr), newClusterCmd(stdout, stderr), newWorkerCmd(stdout, stderr), newProbeCmd(stdout), newInitCmd(),
 		newBenchCmd(stdout, stderr), newReportCmd(stdout, stderr), newImageCmd(stdout, stderr),
-		newSWEBenchCmd(stdout), newDatasetCmd(stdout, stderr))
+		newSWEBenchCmd(stdout), newDatasetCmd(stdout, stderr), newAgentCmd(stdout, stderr))
 	// Unknown subcommands and stray arguments are usage errors too.
 	root.Args = func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {

@@ -152,13 +152,13 @@ func loadTask(dir string) (*task.Task, error) {
 
 func newRunCmd(stdout, stderr io.Writer) *cobra.Command {
 	var (
-		taskDir, agent, agentDir, out, cpuset, nonce string
-		record                                       bool
-		tf                                           trialFlags
-		nf                                           netFlags
+		taskDir, agent, model, agentDir, out, cpuset, nonce string
+		record                                              bool
+		tf                                                  trialFlags
+		nf                                                  netFlags
 	)
 	c := &cobra.Command{
-		Use:   "run --task DIR --agent COMMAND --out DIR",
+		Use:   "run --task DIR --agent COMMAND|NAME [--model PROVIDER/MODEL] --out DIR",
 		Short: "Run one agent on one task and grade it in a second sandbox",
 		Long: `Run COMMAND (with /bin/sh -c, in the task's workdir) as the agent in a
 sandbox over a copy-on-write view of the task's environment and workspace,
@@ -169,6 +169,12 @@ its whole process tree is killed, its changes are read into a changeset, and
 the permitted part of them is graded by the task's tests/test.sh in a fresh
 sandbox. The verdict, the logs, the changeset, the instruction and the
 signed bundle binding them all (bundle.json) go to --out.
+
+--agent NAME runs a real agent CLI by recipe (proctor agent ls lists them)
+with --model PROVIDER/MODEL: its pinned package, installed once into a
+read-only layer mounted at /proctor/agent, pointed at the model gateway of
+its provider (whose upstream --model-gateway PROVIDER=URL sets; the real
+key comes from the host's PROVIDER_API_KEY and never enters the sandbox).
 
 Exit status: 0 when the trial passed; 1 when it was judged and did not pass
 (failed, compromised, timed out); 125 when it could not be run or judged; 2
@@ -193,6 +199,23 @@ for a wrong command line.`,
 				return err
 			}
 			o.Task, o.Agent, o.AgentDir, o.Out, o.CPUSet, o.Net.Record = t, agent, agentDir, out, cpuset, record
+			cat, err := catalog(nf.config)
+			if err != nil {
+				return err
+			}
+			r, err := lookupRecipe(cat, agent, model)
+			if err != nil {
+				return err
+			}
+			if r != nil {
+				ra, err := resolveRecipe(c.Context(), r, model, o.CacheDir, o.Progress)
+				if err != nil {
+					return err
+				}
+				if err := ra.apply(&o); err != nil {
+					return err
+				}
+			}
 			if len(nonce) > 256 || strings.ContainsFunc(nonce, unicode.IsControl) {
 				return usageErr("--nonce: at most 256 bytes, no control characters")
 			}
@@ -202,7 +225,8 @@ for a wrong command line.`,
 		},
 	}
 	c.Flags().StringVar(&taskDir, "task", "", "the task directory (Harbor layout)")
-	c.Flags().StringVar(&agent, "agent", "", "the agent's shell command")
+	c.Flags().StringVar(&agent, "agent", "", "the agent: a recipe's name (proctor agent ls), or a shell command")
+	c.Flags().StringVar(&model, "model", "", "PROVIDER/MODEL for an agent run by recipe, e.g. anthropic/claude-sonnet-4-5")
 	c.Flags().StringVar(&agentDir, "agent-dir", "", "a directory mounted read-only at /agent")
 	c.Flags().StringVar(&out, "out", "", "the output directory (created; must be empty)")
 	recordFlag(c, &record)

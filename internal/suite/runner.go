@@ -305,7 +305,8 @@ func (r *Runner) runTrial(ctx context.Context, t *store.Trial, a store.Agent, tk
 		res.Error = err.Error()
 		return res
 	}
-	args := append([]string{"run", "--task", tk.Dir, "--agent", a.Command, "--out", out}, r.Flags.args()...)
+	args := append(append([]string{"run", "--task", tk.Dir}, agentArgs(a.Command)...), "--out", out)
+	args = append(args, r.Flags.args()...)
 	if cpuset != "" {
 		args = append(args, "--cpuset", cpuset)
 	}

@@ -303,8 +303,8 @@ func (w *Worker) run(ctx context.Context, m cluster.TrialMsg, out, cpuset string
 			return fmt.Errorf("agent dir: %w", err)
 		}
 	}
-	args := append([]string{"run", "--task", taskDir, "--agent", m.AgentCommand, "--out", out, "--nonce", m.ID},
-		runArgs(w.Key, agentDir, w.CacheDir, w.ScratchDir, w.Storage, m.AllowHosts, m.Gateways, m.HostMap, m.NoAudit, m.Internet)...)
+	args := append(append([]string{"run", "--task", taskDir}, agentArgs(m.AgentCommand)...), "--out", out, "--nonce", m.ID)
+	args = append(args, runArgs(w.Key, agentDir, w.CacheDir, w.ScratchDir, w.Storage, m.AllowHosts, m.Gateways, m.HostMap, m.NoAudit, m.Internet)...)
 	args = append(args, verifierArgs(m.VerifierHosts, m.CAFiles)...)
 	if cpuset != "" {
 		args = append(args, "--cpuset", cpuset)

@@ -36,6 +36,10 @@ type ReplayRef struct {
 	// says this trial's is the same.
 	RecordedChangeset string `json:"recorded_changeset"`
 	Identical         bool   `json:"identical_changeset"`
+	// ByConversation counts the calls matched by conversation rather than
+	// by digest (a real agent CLI's framing differs from run to run; see
+	// gateway.Tape.MatchConversation).
+	ByConversation int `json:"by_conversation,omitempty"`
 }
 
 // saveRecording writes the tape of the agent phase's gateways, which are
@@ -86,6 +90,7 @@ func (r *runner) replayDone() error {
 	if tp == nil {
 		return nil
 	}
+	r.v.Replay.ByConversation = tp.Loose()
 	if err := tp.Done(); err != nil {
 		r.v.Replay.Diverged = err.Error()
 		r.event("replay.diverged", detail("error", err.Error()))

@@ -81,7 +81,7 @@ func (r *runner) provenance() bundle.Provenance {
 	return bundle.Provenance{
 		TaskDigest:        r.v.Task.Digest,
 		EnvironmentDigest: r.v.Environment.Digest,
-		Agent:             bundle.Agent{Command: r.o.Agent, DirDigest: r.v.Agent.DirDigest, EnvNames: names},
+		Agent:             bundle.Agent{Command: r.o.Agent, DirDigest: r.v.Agent.DirDigest, EnvNames: names, Layer: r.bundleLayer()},
 		Proctor:           bundle.ThisBuild(),
 		Host:              bundle.Host{Kernel: kernel, Platform: bundle.ThisPlatform(), Isolation: r.isolation()},
 	}

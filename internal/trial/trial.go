@@ -54,6 +54,9 @@ type Options struct {
 	// a bundle to its trial with it.
 	Nonce    string
 	AgentDir string // host directory mounted read-only at /agent, or ""
+	// AgentLayer is an installed agent mounted read-only at
+	// recipe.LayerPath, or nil.
+	AgentLayer *AgentLayer
 	// Solution mounts the task's solution directory at /solution in the
 	// agent sandbox: only for the oracle (proctor validate).
 	Solution bool
@@ -107,7 +110,7 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 	v := &Verdict{
 		Schema:        Schema,
 		Task:          TaskRef{Name: t.Name},
-		Agent:         AgentRef{Command: o.Agent},
+		Agent:         AgentRef{Command: o.Agent, Layer: o.AgentLayer.ref()},
 		Nonce:         o.Nonce,
 		PassThreshold: t.Proctor.PassThreshold,
 		Grading:       t.Proctor.Grading,
@@ -212,6 +215,11 @@ func (o *Options) check() error {
 		}
 		if !fi.IsDir() {
 			return fmt.Errorf("--agent-dir %s: not a directory", o.AgentDir)
+		}
+	}
+	if o.AgentLayer != nil {
+		if err := o.AgentLayer.check(); err != nil {
+			return err
 		}
 	}
 	if len(o.Key) != ed25519.PrivateKeySize {
@@ -347,6 +355,7 @@ func (r *runner) run(ctx context.Context) error {
 	r.v.TimingsMS["layout"] = time.Since(layoutStart).Milliseconds()
 	err = r.agentPhase(ctx, agentLayout, agentScratch)
 	r.startRecheck()
+	r.collectAgentLogs(agentScratch)
 	if err != nil {
 		return err
 	}
@@ -569,6 +578,7 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 	if r.o.AgentDir != "" {
 		binds = append(binds, sandbox.Bind{Src: r.o.AgentDir, Dst: AgentDirPath})
 	}
+	binds = append(binds, r.layerBind()...)
 	if r.o.Solution {
 		binds = append(binds, sandbox.Bind{Src: filepath.Dir(t.Solution), Dst: SolutionPath})
 	}

@@ -129,8 +129,9 @@ type TaskRef struct {
 
 // AgentRef is what the agent was given.
 type AgentRef struct {
-	Command   string `json:"command"`
-	DirDigest string `json:"dir_digest,omitempty"`
+	Command   string         `json:"command"`
+	DirDigest string         `json:"dir_digest,omitempty"`
+	Layer     *AgentLayerRef `json:"layer,omitempty"` // the installed agent, when run from a recipe
 }
 
 // ChangesetRef summarises the agent's changes and what reached the grader.
