@@ -210,6 +210,12 @@
 //     code_execution_*, code_interpreter, file_search, mcp, mcp_toolset,
 //     image_generation, memory_*, tool_search*, and shell, whose hosted form
 //     (environment container_auto) runs in OpenAI's containers;
+//   - a tool of type namespace groups tools under a name (Codex declares
+//     its multi-agent tools as one): it is judged by the tools in it. Its
+//     "tools" must be given once, as an array, and each of them must be a
+//     tool this list lets through on its own, so a server-side tool is
+//     refused inside a namespace as it is outside, and the reason names the
+//     namespace. Namespaces may hold namespaces, at most 4 deep;
 //   - tool_choice is not checked: it can only pick a tool declared in tools;
 //   - content the provider would fetch from a URL or read from storage is
 //     refused wherever it is: every object of the body, at any depth
