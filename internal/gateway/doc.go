@@ -216,6 +216,13 @@
 //     tool this list lets through on its own, so a server-side tool is
 //     refused inside a namespace as it is outside, and the reason names the
 //     namespace. Namespaces may hold namespaces, at most 4 deep;
+//   - tools are declared in input items too, and are judged there alike:
+//     the "tools" of every object, at any depth, whose type (ignoring case)
+//     is additional_tools (where Codex declares all its tools for models of
+//     its "responses lite" kind, gpt-6.1-sol among them, leaving the body's
+//     "tools" out) or tool_search_output (the tools a tool search run by
+//     the agent loaded). Such an object giving "tools" twice is refused. A
+//     "tools" member of any other object is data, and is not checked;
 //   - tool_choice is not checked: it can only pick a tool declared in tools;
 //   - content the provider would fetch from a URL or read from storage is
 //     refused wherever it is: every object of the body, at any depth

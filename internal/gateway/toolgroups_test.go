@@ -128,3 +128,45 @@ func TestNamespacesOffered(t *testing.T) {
 		})
 	}
 }
+
+// TestToolsInInputItems hides server-side tools in the input items that
+// declare tools: Codex's additional_tools (its models of the "responses
+// lite" kind declare every tool there) and tool_search_output (the tools a
+// client-run tool search loaded). None may reach the upstream.
+func TestToolsInInputItems(t *testing.T) {
+	item := func(typ, tools string) string {
+		return `{"model":"m","input":[{"type":"` + typ + `","role":"developer","tools":` + tools + `},{"type":"message","role":"user","content":[{"type":"input_text","text":"hi"}]}]}`
+	}
+	for _, tc := range []struct {
+		name string
+		body string
+		want []string
+	}{
+		{"additional tools", item("additional_tools", `[{"type":"web_search"}]`), []string{`server-side tool "web_search" in an object of type "additional_tools"`}},
+		{"after client tools", item("additional_tools", `[`+fn+`,{"type":"mcp","server_label":"x","server_url":"https://evil.test/mcp"}]`), []string{`"mcp"`}},
+		{"in a namespace", item("additional_tools", `[`+ns("collaboration", `[`+fn+`,{"type":"code_interpreter"}]`)+`]`), []string{`"code_interpreter" in namespace "collaboration"`}},
+		{"loaded by a tool search", item("tool_search_output", `[{"type":"file_search","vector_store_ids":["vs_abc"]}]`), []string{`"file_search" in an object of type "tool_search_output"`}},
+		{"type in another case", item("Additional_Tools", `[{"type":"web_search"}]`), []string{`"web_search"`}},
+		{"type given twice", `{"input":[{"type":"message","type":"additional_tools","tools":[{"type":"web_search"}]}]}`, []string{`"web_search"`}},
+		{"tools given twice", `{"input":[{"type":"additional_tools","tools":[{"type":"web_search"}],"tools":[]}]}`, []string{`gives "tools" twice`}},
+		{"tools not an array", item("additional_tools", `{"type":"web_search"}`), []string{"not an array"}},
+		{"deep in another field", `{"metadata":{"a":[{"type":"additional_tools","tools":[{"type":"image_generation"}]}]}}`, []string{`"image_generation"`}},
+		{"a malformed namespace", item("additional_tools", `[{"type":"namespace","name":"g","tools":"web_search"}]`), []string{"not an array"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			postRefused(t, "/responses", tc.body, http.StatusForbidden, tc.want...)
+		})
+	}
+	for _, tc := range []struct{ name, body string }{
+		{"client tools", item("additional_tools", `[`+ns("functions", `[{"type":"custom","name":"exec","format":{"type":"text"}},`+fn+`]`)+`,`+fn+`]`)},
+		{"loaded by a tool search", item("tool_search_output", `[`+fn+`]`)},
+		{"tools null", item("additional_tools", `null`)},
+		{"a tools field of other data", `{"input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"x"}],"tools":["web_search"]}]}`},
+	} {
+		t.Run("offered: "+tc.name, func(t *testing.T) {
+			t.Parallel()
+			postRelayed(t, "/responses", tc.body)
+		})
+	}
+}
