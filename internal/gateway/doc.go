@@ -204,12 +204,14 @@
 //   - tools, when not null, must be an array of objects, each either without
 //     "type" but with "input_schema" (an Anthropic custom tool), or with a
 //     "type" from this list of tools the agent's own program runs: function,
-//     custom, computer_use_preview, local_shell, apply_patch, and Anthropic's
-//     bash_, text_editor_ and computer_ followed by an eight-digit date
-//     (bash_20250124). Everything else is refused: web_search*, web_fetch_*,
-//     code_execution_*, code_interpreter, file_search, mcp, mcp_toolset,
-//     image_generation, memory_*, tool_search*, and shell, whose hosted form
-//     (environment container_auto) runs in OpenAI's containers;
+//     custom, computer_use_preview, local_shell, apply_patch, tool_search
+//     with "execution" given once as "client" (Codex runs that search
+//     itself), and Anthropic's bash_, text_editor_ and computer_ followed by
+//     an eight-digit date (bash_20250124). Everything else is refused:
+//     web_search*, web_fetch_*, code_execution_*, code_interpreter,
+//     file_search, mcp, mcp_toolset, image_generation, memory_*, the hosted
+//     tool_search*, and shell, whose hosted form (environment
+//     container_auto) runs in OpenAI's containers;
 //   - a tool of type namespace groups tools under a name (Codex declares
 //     its multi-agent tools as one): it is judged by the tools in it. Its
 //     "tools" must be given once, as an array, and each of them must be a

@@ -215,14 +215,15 @@ func checkTools(tools []byte, in string, depth int) string {
 // A namespace tool groups tools under a name (Codex declares its
 // multi-agent tools in one): it is judged by the tools in it, each as it
 // would be on its own, so a server-side tool is refused inside one as it is
-// outside.
+// outside. A tool_search tool is the provider's, but for one whose
+// "execution" is given once, as "client": Codex runs that search itself.
 func checkTool(tool []byte, in string, depth int) string {
 	if tool[0] != '{' {
 		return fmt.Sprintf("a tool%s is not a JSON object", in)
 	}
-	var typ, name, tools []byte
+	var typ, name, tools, execution []byte
 	schema := false
-	nTools := 0
+	nTools, nExecution := 0, 0
 	for key, val := range members(tool) {
 		switch {
 		case strings.EqualFold(key, "type"):
@@ -237,6 +238,9 @@ func checkTool(tool []byte, in string, depth int) string {
 		case strings.EqualFold(key, "tools"):
 			tools = val
 			nTools++
+		case strings.EqualFold(key, "execution"):
+			execution = val
+			nExecution++
 		}
 	}
 	if typ == nil {
@@ -252,6 +256,8 @@ func checkTool(tool []byte, in string, depth int) string {
 	switch {
 	case s == "namespace":
 		return checkNamespace(name, tools, nTools, in, depth)
+	case s == "tool_search" && nExecution == 1 && clientExecution(execution):
+		return "" // the agent runs the search: a tool_search_call is a call of its own
 	case clientTool(s):
 		return ""
 	}
@@ -277,6 +283,12 @@ func checkNamespace(name, tools []byte, n int, in string, depth int) string {
 		return fmt.Sprintf(`the "tools" of %s%s is not an array`, what, in)
 	}
 	return checkTools(tools, " in "+what, depth+1)
+}
+
+// clientExecution reports whether the JSON value v is the string "client".
+func clientExecution(v []byte) bool {
+	s, ok := jsonString(v)
+	return ok && s == "client"
 }
 
 // jsonString decodes the JSON value v if it is a string.

@@ -170,3 +170,38 @@ func TestToolsInInputItems(t *testing.T) {
 		})
 	}
 }
+
+// TestClientToolSearch checks that a tool search the agent runs itself
+// (Codex declares one, execution "client") passes, and that the hosted one,
+// which the provider runs, does not.
+func TestClientToolSearch(t *testing.T) {
+	search := func(members string) string {
+		return `{"model":"m","input":"hi","tools":[` + fn + `,{"type":"tool_search"` + members + `}]}`
+	}
+	const params = `,"description":"d","parameters":{"type":"object","properties":{"query":{"type":"string"}},"required":["query"]}`
+	for _, tc := range []struct{ name, body string }{
+		{"hosted", search(``)},
+		{"hosted by name", search(`,"execution":"server"`)},
+		{"execution in upper case", search(`,"execution":"CLIENT"` + params)},
+		{"execution twice, the last hosted", search(`,"execution":"client","Execution":"server"`)},
+		{"execution not a string", search(`,"execution":["client"]`)},
+		{"execution null", search(`,"execution":null`)},
+		{"execution escaped", search(`,"execution":"clien\u0074x"`)},
+		{"in a namespace", `{"tools":[` + ns("g", `[{"type":"tool_search","execution":"server"}]`) + `]}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			postRefused(t, "/responses", tc.body, http.StatusForbidden, `server-side tool "tool_search"`)
+		})
+	}
+	for _, tc := range []struct{ name, body string }{
+		{"run by the agent", search(`,"execution":"client"` + params)},
+		{"escaped", search(`,"execution":"clien\u0074"` + params)},
+		{"in a namespace", `{"tools":[` + ns("g", `[{"type":"tool_search","execution":"client"}]`) + `]}`},
+	} {
+		t.Run("offered: "+tc.name, func(t *testing.T) {
+			t.Parallel()
+			postRelayed(t, "/responses", tc.body)
+		})
+	}
+}
