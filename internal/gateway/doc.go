@@ -64,16 +64,33 @@
 // credential headers and every OpenAI-* header but OpenAI-Beta (names
 // compared ignoring case, '_' as '-') are not forwarded: OpenAI-Organization
 // and OpenAI-Project would move the key to another organisation or project.
-// Set-Cookie, Content-Length and trailers are not relayed back. Upgrades
-// (WebSocket) are not supported.
+// Set-Cookie, Content-Length and trailers are not relayed back.
 //
-// Refusals: CONNECT, absolute-form and malformed targets get 400, other
-// methods than GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS 405, paths
-// outside the upstream's 404, endpoints, fields, tools and content not
-// offered 403, a POST body that is not one JSON object in UTF-8, or is
-// nested more than 128 levels deep, 400 (one with a Content-Encoding 415),
-// a body over 32 MiB 413, bodies held together over 256 MiB 503;
-// failures to reach or read the upstream 502. Each is a JSON error, with a
+// Upgrades: the gateway speaks HTTP/1.1 only, and never relays an upgrade.
+// A request whose Upgrade header names websocket (in any case, among other
+// protocols or on several lines, with or without Connection: Upgrade) is
+// answered 426 Upgrade Required, with no Upgrade header, whatever its method
+// and target, before any other check: it is the answer on which Codex (the
+// Responses WebSocket transport, tried first by its built-in openai provider
+// and by a provider with supports_websockets) falls back to HTTPS POST at
+// once, for the rest of the session. To any other answer, a 403 or 404
+// included, it tries again with backoff (Codex 0.169.0 made seven
+// handshakes, over 6.5 seconds, before its first POST) before it falls
+// back (codex-rs, core/src/client.rs,
+// ModelClientSession's stream_responses_websocket: UPGRADE_REQUIRED becomes
+// WebsocketStreamOutcome::FallbackToHttp). Any other Upgrade (h2c) is
+// ignored, as HTTP lets a server do: the header is dropped with the other
+// hop-by-hop ones and the request served as plain HTTP/1.1. An upstream
+// that answers 101 Switching Protocols is refused (502).
+//
+// Refusals: a WebSocket upgrade gets 426 (above); CONNECT, absolute-form
+// and malformed targets get 400, other methods than GET, HEAD, POST, PUT,
+// PATCH, DELETE and OPTIONS 405, paths outside the upstream's 404,
+// endpoints, fields, tools and content not offered 403, a POST body that
+// is not one JSON object in UTF-8, or is nested more than 128 levels deep,
+// 400 (one with a Content-Encoding 415), a body over 32 MiB 413, bodies
+// held together over 256 MiB 503; failures to reach or read the upstream
+// 502. Each is a JSON error, with a
 // one-line message both the OpenAI and Anthropic SDKs show, and a recorded
 // Call (with Error set); none is forwarded. With a Tape, a request is
 // refused 503 once the recording has failed, and, replaying, 409 once the
