@@ -272,6 +272,16 @@
 // response is reachable only by its id, which is unguessable, and no
 // endpoint that lists or reads responses is offered.
 //
+// Agent CLIs as shipped declare server-side tools of their own: Codex
+// 0.169.0 a web_search tool (for most models), Claude Code 2.1.328 none in
+// its requests, but its WebSearch tool, once called, makes a request that
+// declares web_search_20250305. The gateway refuses those requests, whole;
+// switching the tools off in the agent's own configuration is the agent
+// recipe's job (Codex: -c 'web_search="disabled"'; Claude Code:
+// --disallowedTools WebSearch,WebFetch). testdata/clients holds the
+// requests these CLIs make, with and without those settings, as test
+// vectors.
+//
 // Not checked: anything but the forms above. Content is refused by a list
 // of the forms providers document: a provider that fetched by another
 // member or type would fetch. A stored object another trial made is still
