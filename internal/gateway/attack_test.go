@@ -162,7 +162,7 @@ func TestHopByHop(t *testing.T) {
 	}}
 	hs := newHarness(t, config{path: "/v1"}, up.ServeHTTP)
 	b := raw(t, hs.addr, "GET /v1/models HTTP/1.1\r\nHost: x\r\nConnection: close, X-Drop\r\nX-Drop: 1\r\n"+
-		"Te: trailers\r\nUpgrade: websocket\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nX-Kept: 1\r\n\r\n")
+		"Te: trailers\r\nUpgrade: h2c\r\nKeep-Alive: timeout=5\r\nProxy-Connection: keep-alive\r\nX-Kept: 1\r\n\r\n")
 	resp, _ := parse(t, b)
 	got := up.last(t)
 	for _, name := range []string{"X-Drop", "Te", "Upgrade", "Keep-Alive", "Proxy-Connection"} {

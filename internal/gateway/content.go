@@ -50,11 +50,20 @@ var holders = []string{"image_url", "audio_url", "video_url", "file", "source"}
 // holdsURL are the members of a holder's object checked like its own.
 var holdsURL = []string{"url", "file_url", "file_id", "file_data"}
 
+// toolHolders are the types of the objects, other than namespace tools,
+// whose "tools" declare tools the model may call: Codex declares its tools
+// in an additional_tools input item (for its models of the "responses
+// lite" kind, instead of the body's "tools"), and returns the tools its own
+// tool search loaded in a tool_search_output item. An object of one of
+// these types (ignoring case), at any depth, has its tools judged as the
+// body's are.
+var toolHolders = []string{"additional_tools", "tool_search_output"}
+
 // contentFields are the members scanContent keeps for contentReason: "type"
 // and every member a rule above names.
 var contentFields = []string{
 	"type", "image_url", "audio_url", "video_url", "document_url",
-	"file", "file_id", "file_url", "file_data", "source",
+	"file", "file_id", "file_url", "file_data", "source", "tools",
 }
 
 // maxDepth bounds how deep objects and arrays nest in a request body, the
@@ -142,6 +151,11 @@ func contentReason(ms []member, part bool) string {
 			continue
 		}
 		typ := decodeKey(m.val)
+		if anyFold(typ, toolHolders) {
+			if reason := heldTools(ms, typ); reason != "" {
+				return reason
+			}
+		}
 		for _, t := range refusedContent {
 			if strings.EqualFold(typ, t) {
 				return fmt.Sprintf("content of type %q not offered by the gateway", t)
@@ -159,6 +173,22 @@ func contentReason(ms []member, part bool) string {
 		return fetchReason(ms, partFetchers)
 	}
 	return ""
+}
+
+// heldTools says why the gateway refuses the tools of an object of type
+// typ, one of toolHolders, with the members ms, or "".
+func heldTools(ms []member, typ string) string {
+	in := fmt.Sprintf(" in an object of type %q", clip(typ))
+	var tools []byte
+	for _, m := range ms {
+		if strings.EqualFold(m.key, "tools") {
+			if tools != nil {
+				return fmt.Sprintf(`an object of type %q gives "tools" twice`, clip(typ))
+			}
+			tools = m.val
+		}
+	}
+	return checkTools(tools, in, 0)
 }
 
 // fetchReason says why the gateway refuses an object with the members ms,

@@ -64,16 +64,33 @@
 // credential headers and every OpenAI-* header but OpenAI-Beta (names
 // compared ignoring case, '_' as '-') are not forwarded: OpenAI-Organization
 // and OpenAI-Project would move the key to another organisation or project.
-// Set-Cookie, Content-Length and trailers are not relayed back. Upgrades
-// (WebSocket) are not supported.
+// Set-Cookie, Content-Length and trailers are not relayed back.
 //
-// Refusals: CONNECT, absolute-form and malformed targets get 400, other
-// methods than GET, HEAD, POST, PUT, PATCH, DELETE and OPTIONS 405, paths
-// outside the upstream's 404, endpoints, fields, tools and content not
-// offered 403, a POST body that is not one JSON object in UTF-8, or is
-// nested more than 128 levels deep, 400 (one with a Content-Encoding 415),
-// a body over 32 MiB 413, bodies held together over 256 MiB 503;
-// failures to reach or read the upstream 502. Each is a JSON error, with a
+// Upgrades: the gateway speaks HTTP/1.1 only, and never relays an upgrade.
+// A request whose Upgrade header names websocket (in any case, among other
+// protocols or on several lines, with or without Connection: Upgrade) is
+// answered 426 Upgrade Required, with no Upgrade header, whatever its method
+// and target, before any other check: it is the answer on which Codex (the
+// Responses WebSocket transport, tried first by its built-in openai provider
+// and by a provider with supports_websockets) falls back to HTTPS POST at
+// once, for the rest of the session. To any other answer, a 403 or 404
+// included, it tries again with backoff (Codex 0.169.0 made seven
+// handshakes, over 6.5 seconds, before its first POST) before it falls
+// back (codex-rs, core/src/client.rs,
+// ModelClientSession's stream_responses_websocket: UPGRADE_REQUIRED becomes
+// WebsocketStreamOutcome::FallbackToHttp). Any other Upgrade (h2c) is
+// ignored, as HTTP lets a server do: the header is dropped with the other
+// hop-by-hop ones and the request served as plain HTTP/1.1. An upstream
+// that answers 101 Switching Protocols is refused (502).
+//
+// Refusals: a WebSocket upgrade gets 426 (above); CONNECT, absolute-form
+// and malformed targets get 400, other methods than GET, HEAD, POST, PUT,
+// PATCH, DELETE and OPTIONS 405, paths outside the upstream's 404,
+// endpoints, fields, tools and content not offered 403, a POST body that
+// is not one JSON object in UTF-8, or is nested more than 128 levels deep,
+// 400 (one with a Content-Encoding 415), a body over 32 MiB 413, bodies
+// held together over 256 MiB 503; failures to reach or read the upstream
+// 502. Each is a JSON error, with a
 // one-line message both the OpenAI and Anthropic SDKs show, and a recorded
 // Call (with Error set); none is forwarded. With a Tape, a request is
 // refused 503 once the recording has failed, and, replaying, 409 once the
@@ -216,12 +233,27 @@
 //   - tools, when not null, must be an array of objects, each either without
 //     "type" but with "input_schema" (an Anthropic custom tool), or with a
 //     "type" from this list of tools the agent's own program runs: function,
-//     custom, computer_use_preview, local_shell, apply_patch, and Anthropic's
-//     bash_, text_editor_ and computer_ followed by an eight-digit date
-//     (bash_20250124). Everything else is refused: web_search*, web_fetch_*,
-//     code_execution_*, code_interpreter, file_search, mcp, mcp_toolset,
-//     image_generation, memory_*, tool_search*, and shell, whose hosted form
-//     (environment container_auto) runs in OpenAI's containers;
+//     custom, computer_use_preview, local_shell, apply_patch, tool_search
+//     with "execution" given once as "client" (Codex runs that search
+//     itself), and Anthropic's bash_, text_editor_ and computer_ followed by
+//     an eight-digit date (bash_20250124). Everything else is refused:
+//     web_search*, web_fetch_*, code_execution_*, code_interpreter,
+//     file_search, mcp, mcp_toolset, image_generation, memory_*, the hosted
+//     tool_search*, and shell, whose hosted form (environment
+//     container_auto) runs in OpenAI's containers;
+//   - a tool of type namespace groups tools under a name (Codex declares
+//     its multi-agent tools as one): it is judged by the tools in it. Its
+//     "tools" must be given once, as an array, and each of them must be a
+//     tool this list lets through on its own, so a server-side tool is
+//     refused inside a namespace as it is outside, and the reason names the
+//     namespace. Namespaces may hold namespaces, at most 4 deep;
+//   - tools are declared in input items too, and are judged there alike:
+//     the "tools" of every object, at any depth, whose type (ignoring case)
+//     is additional_tools (where Codex declares all its tools for models of
+//     its "responses lite" kind, gpt-6.1-sol among them, leaving the body's
+//     "tools" out) or tool_search_output (the tools a tool search run by
+//     the agent loaded). Such an object giving "tools" twice is refused. A
+//     "tools" member of any other object is data, and is not checked;
 //   - tool_choice is not checked: it can only pick a tool declared in tools;
 //   - content the provider would fetch from a URL or read from storage is
 //     refused wherever it is: every object of the body, at any depth
@@ -251,6 +283,16 @@
 // with them; refusing them would break such agents. Another trial's
 // response is reachable only by its id, which is unguessable, and no
 // endpoint that lists or reads responses is offered.
+//
+// Agent CLIs as shipped declare server-side tools of their own: Codex
+// 0.169.0 a web_search tool (for most models), Claude Code 2.1.328 none in
+// its requests, but its WebSearch tool, once called, makes a request that
+// declares web_search_20250305. The gateway refuses those requests, whole;
+// switching the tools off in the agent's own configuration is the agent
+// recipe's job (Codex: -c 'web_search="disabled"'; Claude Code:
+// --disallowedTools WebSearch,WebFetch). testdata/clients holds the
+// requests these CLIs make, with and without those settings, as test
+// vectors.
 //
 // Not checked: anything but the forms above. Content is refused by a list
 // of the forms providers document: a provider that fetched by another

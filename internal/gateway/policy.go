@@ -177,7 +177,7 @@ func checkBody(h http.Header, body []byte) (status int, reason string) {
 		}
 		seen[name] = true
 	}
-	if reason := checkTools(tools); reason != "" {
+	if reason := checkTools(tools, "", 0); reason != "" {
 		return http.StatusForbidden, reason
 	}
 	if _, reason := scanContent(obj, 0, false); reason != "" {
@@ -186,17 +186,23 @@ func checkBody(h http.Header, body []byte) (status int, reason string) {
 	return 0, ""
 }
 
+// maxNamespaceDepth bounds how deep namespace tools nest: a namespace
+// holding tools inside more namespaces than this is refused.
+const maxNamespaceDepth = 4
+
 // checkTools says why the gateway refuses the tools declared by the JSON
-// value tools (nil if the body has none), or "".
-func checkTools(tools []byte) string {
+// value tools (nil if none), or "". in says where they are declared, for
+// the reason ("" for the body's own tools, else " in namespace ..." or the
+// like); depth is how many namespaces hold them.
+func checkTools(tools []byte, in string, depth int) string {
 	if tools == nil || string(tools) == "null" {
 		return ""
 	}
 	if tools[0] != '[' {
-		return `"tools" is not an array`
+		return fmt.Sprintf(`"tools"%s is not an array`, in)
 	}
 	for tool := range elements(tools) {
-		if reason := checkTool(tool); reason != "" {
+		if reason := checkTool(tool, in, depth); reason != "" {
 			return reason
 		}
 	}
@@ -204,38 +210,94 @@ func checkTools(tools []byte) string {
 }
 
 // checkTool says why the gateway refuses the tool declared by the JSON value
-// tool, or "".
-func checkTool(tool []byte) string {
+// tool, or "". in and depth are checkTools'.
+//
+// A namespace tool groups tools under a name (Codex declares its
+// multi-agent tools in one): it is judged by the tools in it, each as it
+// would be on its own, so a server-side tool is refused inside one as it is
+// outside. A tool_search tool is the provider's, but for one whose
+// "execution" is given once, as "client": Codex runs that search itself.
+func checkTool(tool []byte, in string, depth int) string {
 	if tool[0] != '{' {
-		return "a tool is not a JSON object"
+		return fmt.Sprintf("a tool%s is not a JSON object", in)
 	}
-	var typ []byte
+	var typ, name, tools, execution []byte
 	schema := false
+	nTools, nExecution := 0, 0
 	for key, val := range members(tool) {
 		switch {
 		case strings.EqualFold(key, "type"):
 			if typ != nil {
-				return `a tool gives "type" twice`
+				return fmt.Sprintf(`a tool%s gives "type" twice`, in)
 			}
 			typ = val
 		case key == "input_schema":
 			schema = true
+		case key == "name":
+			name = val
+		case strings.EqualFold(key, "tools"):
+			tools = val
+			nTools++
+		case strings.EqualFold(key, "execution"):
+			execution = val
+			nExecution++
 		}
 	}
 	if typ == nil {
 		if !schema {
-			return `a tool has neither "type" nor "input_schema"`
+			return fmt.Sprintf(`a tool%s has neither "type" nor "input_schema"`, in)
 		}
 		return "" // an Anthropic custom tool
 	}
+	s, ok := jsonString(typ)
+	if !ok {
+		return fmt.Sprintf(`a tool's "type"%s is not a string`, in)
+	}
+	switch {
+	case s == "namespace":
+		return checkNamespace(name, tools, nTools, in, depth)
+	case s == "tool_search" && nExecution == 1 && clientExecution(execution):
+		return "" // the agent runs the search: a tool_search_call is a call of its own
+	case clientTool(s):
+		return ""
+	}
+	return fmt.Sprintf("server-side tool %q%s not offered by the gateway", clip(s), in)
+}
+
+// checkNamespace says why the gateway refuses a namespace tool whose "name"
+// and "tools" are the JSON values name and tools (nil if not given; tools
+// given n times), or "". in and depth are where the namespace stands.
+func checkNamespace(name, tools []byte, n int, in string, depth int) string {
+	what := "a namespace"
+	if s, ok := jsonString(name); ok {
+		what = fmt.Sprintf("namespace %q", clip(s))
+	}
+	switch {
+	case depth >= maxNamespaceDepth:
+		return fmt.Sprintf("namespace tools%s nest more than %d deep", in, maxNamespaceDepth)
+	case n == 0:
+		return fmt.Sprintf(`%s%s has no "tools"`, what, in)
+	case n > 1:
+		return fmt.Sprintf(`%s%s gives "tools" twice`, what, in)
+	case tools[0] != '[':
+		return fmt.Sprintf(`the "tools" of %s%s is not an array`, what, in)
+	}
+	return checkTools(tools, " in "+what, depth+1)
+}
+
+// clientExecution reports whether the JSON value v is the string "client".
+func clientExecution(v []byte) bool {
+	s, ok := jsonString(v)
+	return ok && s == "client"
+}
+
+// jsonString decodes the JSON value v if it is a string.
+func jsonString(v []byte) (string, bool) {
 	var s string
-	if typ[0] != '"' || json.Unmarshal(typ, &s) != nil {
-		return `a tool's "type" is not a string`
+	if len(v) == 0 || v[0] != '"' || json.Unmarshal(v, &s) != nil {
+		return "", false
 	}
-	if !clientTool(s) {
-		return fmt.Sprintf("server-side tool %q not offered by the gateway", clip(s))
-	}
-	return ""
+	return s, true
 }
 
 // clip shortens s, from the agent, for a reason.

@@ -203,6 +203,9 @@ func errorBody(reason string) []byte {
 // admit checks r's method and target, the endpoint included. It returns the
 // query to forward, or the status and reason to refuse r with.
 func (g *Gateway) admit(r *http.Request) (rawQuery string, status int, reason string) {
+	if wantsWebSocket(r.Header) {
+		return "", http.StatusUpgradeRequired, "WebSocket is not offered by the gateway: use HTTP"
+	}
 	switch r.Method {
 	case http.MethodConnect:
 		return "", http.StatusBadRequest, "CONNECT is not relayed"
@@ -232,6 +235,28 @@ func (g *Gateway) admit(r *http.Request) (rawQuery string, status int, reason st
 		return "", http.StatusForbidden, "endpoint not offered by the gateway: " + r.Method + " " + ep
 	}
 	return rawQuery, 0, ""
+}
+
+// wantsWebSocket reports whether a request with the header h asks to
+// switch to WebSocket: an Upgrade header (of any number of lines) names it
+// among its protocols, in any case, with or without a version.
+//
+// Such a request is answered 426 Upgrade Required, whatever its method and
+// target, and never relayed: Codex falls back to HTTP at once on a 426 to
+// its WebSocket handshake, and retries the handshake on any other answer
+// (codex-rs, core/src/client.rs, ModelClientSession's
+// stream_responses_websocket, which turns UPGRADE_REQUIRED into
+// WebsocketStreamOutcome::FallbackToHttp).
+func wantsWebSocket(h http.Header) bool {
+	for _, v := range h.Values("Upgrade") {
+		for p := range strings.SplitSeq(v, ",") {
+			name, _, _ := strings.Cut(strings.TrimSpace(p), "/")
+			if strings.EqualFold(name, "websocket") {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // filterQuery drops credential parameters from a raw query, keeping the rest
