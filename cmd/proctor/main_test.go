@@ -27,7 +27,7 @@ func TestMain(m *testing.M) {
 
 // TestScripts runs testdata/*.txtar: each is a user's session with proctor.
 func TestScripts(t *testing.T) {
-	testscript.Run(t, testscript.Params{
+	params := testscript.Params{
 		Dir: "testdata",
 		Setup: func(env *testscript.Env) error {
 			if os.Geteuid() != 0 {
@@ -88,7 +88,11 @@ func TestScripts(t *testing.T) {
 			},
 			"exits": cmdExits,
 		},
-	})
+	}
+	for k, v := range providerCmds() {
+		params.Cmds[k] = v
+	}
+	testscript.Run(t, params)
 }
 
 // cmdExits is the script command exits N CMD ARGS...: CMD must exit with

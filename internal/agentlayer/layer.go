@@ -24,6 +24,7 @@ type Layer struct {
 	Registry     string    `json:"registry"`      // the registry it was installed from
 	Packages     []Package `json:"packages"`      // every package npm installed, sorted by path
 	Logs         []string  `json:"logs"`          // the recipe's log directories
+	ReplayIgnore []string  `json:"replay_ignore"` // the recipe's replay_ignore
 	Installed    string    `json:"installed"`     // RFC 3339, UTC
 
 	// Dir is the layer's tree on the host; not in the manifest.

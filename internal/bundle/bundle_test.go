@@ -98,9 +98,15 @@ func TestSignRefuses(t *testing.T) {
 		{"task digest", func(p *Payload) { p.Provenance.TaskDigest = "sha1:abc" }, "payload.provenance.task_digest"},
 		{"host digest for task", func(p *Payload) { p.Provenance.TaskDigest = p.Provenance.EnvironmentDigest }, "payload.provenance.task_digest"},
 		{"empty command", func(p *Payload) { p.Provenance.Agent.Command = "" }, "payload.provenance.agent.command"},
-		{"layer recipe", func(p *Payload) { p.Provenance.Agent.Layer = &AgentLayer{Recipe: "Claude Code", RecipeDigest: fixtureDigest, Digest: fixtureDigest} }, "payload.provenance.agent.layer.recipe"},
-		{"layer digest", func(p *Payload) { p.Provenance.Agent.Layer = &AgentLayer{Recipe: "x", RecipeDigest: fixtureDigest, Digest: "sha256:00"} }, "payload.provenance.agent.layer.digest"},
-		{"layer recipe digest", func(p *Payload) { p.Provenance.Agent.Layer = &AgentLayer{Recipe: "x", RecipeDigest: "md5:x", Digest: fixtureDigest} }, "payload.provenance.agent.layer.recipe_digest"},
+		{"layer recipe", func(p *Payload) {
+			p.Provenance.Agent.Layer = &AgentLayer{Recipe: "Claude Code", RecipeDigest: fixtureDigest, Digest: fixtureDigest}
+		}, "payload.provenance.agent.layer.recipe"},
+		{"layer digest", func(p *Payload) {
+			p.Provenance.Agent.Layer = &AgentLayer{Recipe: "x", RecipeDigest: fixtureDigest, Digest: "sha256:00"}
+		}, "payload.provenance.agent.layer.digest"},
+		{"layer recipe digest", func(p *Payload) {
+			p.Provenance.Agent.Layer = &AgentLayer{Recipe: "x", RecipeDigest: "md5:x", Digest: fixtureDigest}
+		}, "payload.provenance.agent.layer.recipe_digest"},
 		{"dir digest", func(p *Payload) { p.Provenance.Agent.DirDigest = "sha256:" }, "payload.provenance.agent.dir_digest"},
 		{"unsorted env", func(p *Payload) { p.Provenance.Agent.EnvNames = []string{"PATH", "HOME"} }, "payload.provenance.agent.env_names[1]"},
 		{"env value", func(p *Payload) { p.Provenance.Agent.EnvNames = []string{"TOKEN=secret"} }, "payload.provenance.agent.env_names[0]"},

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"strings"
 	"text/tabwriter"
 
@@ -235,25 +236,33 @@ func (p *linePrefixer) Write(b []byte) (int, error) {
 // cache by its recipe's digest, else installed from the recipe of that
 // name when its digest is the recorded one. The installed tree must be
 // the recorded one.
-func replayLayer(ctx context.Context, name, recipeDigest, digest, cache, config string) (*trial.AgentLayer, error) {
+func replayLayer(ctx context.Context, name, recipeDigest, digest, cache, config string) (*trial.AgentLayer, []*regexp.Regexp, error) {
 	l, err := agentlayer.LookupDigest(cache, recipeDigest, digest)
 	if errors.Is(err, os.ErrNotExist) {
 		cat, cerr := catalog(config)
 		if cerr != nil {
-			return nil, cerr
+			return nil, nil, cerr
 		}
 		r, lerr := cat.Lookup(name)
 		if lerr != nil || r.Digest() != recipeDigest {
-			return nil, &exitError{code: exitSetup, err: fmt.Errorf("the recorded trial ran agent %s from recipe %s, which is neither installed nor known here", name, recipeDigest),
+			return nil, nil, &exitError{code: exitSetup, err: fmt.Errorf("the recorded trial ran agent %s from recipe %s, which is neither installed nor known here", name, recipeDigest),
 				hint: "install the same recipe (proctor agent install, or an [agents] table of --config) and replay again"}
 		}
 		if _, err := agentlayer.Ensure(ctx, r, agentlayer.Options{CacheDir: cache}); err != nil {
-			return nil, &exitError{code: exitSetup, err: fmt.Errorf("installing agent %s: %w", name, err)}
+			return nil, nil, &exitError{code: exitSetup, err: fmt.Errorf("installing agent %s: %w", name, err)}
 		}
 		l, err = agentlayer.LookupDigest(cache, recipeDigest, digest)
 	}
 	if err != nil {
-		return nil, &exitError{code: exitNotPassed, err: fmt.Errorf("the recorded trial's agent layer: %w", err)}
+		return nil, nil, &exitError{code: exitNotPassed, err: fmt.Errorf("the recorded trial's agent layer: %w", err)}
 	}
-	return trialLayer(l), nil
+	var ignore []*regexp.Regexp
+	for _, p := range l.ReplayIgnore {
+		re, err := regexp.Compile(p)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: replay_ignore: %w", l.Dir, err)
+		}
+		ignore = append(ignore, re)
+	}
+	return trialLayer(l), ignore, nil
 }

@@ -100,12 +100,12 @@ does not verify; 125 when it could not run; 2 for a wrong command line.`,
 				// A real agent CLI, run from its recipe's layer: the same
 				// layer, and its requests matched by conversation (its
 				// framing differs from run to run).
-				l, err := replayLayer(c.Context(), pl.Recipe, pl.RecipeDigest, pl.Digest, o.CacheDir, configPath(config))
+				l, ignore, err := replayLayer(c.Context(), pl.Recipe, pl.RecipeDigest, pl.Digest, o.CacheDir, configPath(config))
 				if err != nil {
 					return err
 				}
 				o.AgentLayer = l
-				tape.MatchConversation = true
+				tape.MatchConversation, tape.IgnoreLines = true, ignore
 			}
 			// Graded as the recorded trial was: its tooling profile and its
 			// recording of the verifier's fetches, from its bundle.

@@ -4,6 +4,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"regexp"
+	"slices"
+	"strings"
 )
 
 // conversationKey digests what a request carries back from the agent's
@@ -16,7 +19,10 @@ import (
 // Responses (function_call, function_call_output, custom tool calls and
 // their outputs in input) and Chat Completions (tool_calls, role "tool"
 // messages); a body it cannot read has the key of its digest alone.
-func conversationKey(body []byte, sum string) string {
+//
+// The leading lines of a tool result that match one of ignore (a CLI's own
+// header on a result: a random chunk id, the wall time) are left out.
+func conversationKey(body []byte, sum string, ignore []*regexp.Regexp) string {
 	var req struct {
 		Model    string            `json:"model"`
 		Messages []json.RawMessage `json:"messages"`
@@ -42,14 +48,14 @@ func conversationKey(body []byte, sum string) string {
 			case "tool_use", "server_tool_use":
 				add(typ, string(it["name"]), canonical(it["input"]))
 			case "tool_result":
-				add(typ, canonical(it["content"]), string(it["is_error"]))
+				add(typ, filtered(it["content"], ignore), string(it["is_error"]))
 			case "function_call", "custom_tool_call", "local_shell_call":
 				add(typ, string(it["name"]), canonical(it["arguments"]), canonical(it["input"]), canonical(it["action"]))
 			case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
-				add(typ, canonical(it["output"]))
+				add(typ, filtered(it["output"], ignore))
 			}
 			if role == "tool" { // chat completions
-				add("tool", canonical(it["content"]))
+				add("tool", filtered(it["content"], ignore))
 			}
 			if tc, ok := it["tool_calls"]; ok {
 				var calls []struct {
@@ -76,6 +82,43 @@ func conversationKey(body []byte, sum string) string {
 	b, _ := json.Marshal(parts)
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:])
+}
+
+// filtered is canonical(raw) with the leading lines matching ignore left
+// out of every string in it.
+func filtered(raw json.RawMessage, ignore []*regexp.Regexp) string {
+	if len(ignore) == 0 || len(raw) == 0 {
+		return canonical(raw)
+	}
+	var v any
+	if json.Unmarshal(raw, &v) != nil {
+		return string(raw)
+	}
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			// Only the leading lines: a header of the CLI's, never the
+			// output that follows it.
+			lines := strings.Split(x, "\n")
+			i := 0
+			for i < len(lines) && slices.ContainsFunc(ignore, func(re *regexp.Regexp) bool { return re.MatchString(lines[i]) }) {
+				i++
+			}
+			return strings.Join(lines[i:], "\n")
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		case map[string]any:
+			for k := range x {
+				x[k] = walk(x[k])
+			}
+		}
+		return v
+	}
+	b, _ := json.Marshal(walk(v))
+	return string(b)
 }
 
 // canonical is raw JSON re-encoded (objects' keys sorted, no spaces), or

@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 )
@@ -100,7 +101,7 @@ func TestTapeMatchConversation(t *testing.T) {
 
 func TestConversationKey(t *testing.T) {
 	a, b := convBody("A", "x"), convBody("B", "x")
-	if conversationKey([]byte(a), "1") != conversationKey([]byte(b), "2") {
+	if conversationKey([]byte(a), "1", nil) != conversationKey([]byte(b), "2", nil) {
 		t.Error("framing changed the key")
 	}
 	for _, other := range []string{
@@ -108,7 +109,7 @@ func TestConversationKey(t *testing.T) {
 		strings.Replace(a, `"command":"cat x"`, `"command":"cat y"`, 1),
 		strings.Replace(a, `"name":"Bash","input":{`, `"name":"Read","input":{`, 1),
 	} {
-		if conversationKey([]byte(other), "3") == conversationKey([]byte(a), "1") {
+		if conversationKey([]byte(other), "3", nil) == conversationKey([]byte(a), "1", nil) {
 			t.Errorf("the same key for another conversation: %s", other)
 		}
 	}
@@ -118,13 +119,36 @@ func TestConversationKey(t *testing.T) {
 			`{"type":"function_call","name":"exec_command","arguments":"{\"cmd\":\"ls\"}","call_id":"c1"},` +
 			`{"type":"function_call_output","call_id":"c1","output":"` + out + `"}]}`
 	}
-	if conversationKey([]byte(resp("a")), "1") == conversationKey([]byte(resp("b")), "2") {
+	if conversationKey([]byte(resp("a")), "1", nil) == conversationKey([]byte(resp("b")), "2", nil) {
 		t.Error("responses: another function output, the same key")
 	}
-	if conversationKey([]byte(resp("a")), "1") != conversationKey([]byte(strings.Replace(resp("a"), "s1", "s2", 1)), "2") {
+	if conversationKey([]byte(resp("a")), "1", nil) != conversationKey([]byte(strings.Replace(resp("a"), "s1", "s2", 1)), "2", nil) {
 		t.Error("responses: the cache key changed the key")
 	}
-	if conversationKey([]byte("not json"), "1") == conversationKey([]byte("not json either"), "2") {
+	if conversationKey([]byte("not json"), "1", nil) == conversationKey([]byte("not json either"), "2", nil) {
 		t.Error("two bodies that do not parse share a key")
+	}
+}
+
+// A CLI's framing of a tool result (Codex's chunk id and wall time) is
+// left out when its recipe says so; the output itself never is.
+func TestConversationKeyIgnoresFraming(t *testing.T) {
+	out := func(chunk, result string) []byte {
+		return []byte(`{"model":"gpt-x","tools":[{"type":"function","name":"exec_command"}],"input":[` +
+			`{"type":"function_call","name":"exec_command","arguments":"{}","call_id":"c1"},` +
+			`{"type":"function_call_output","call_id":"c1","output":"Chunk ID: ` + chunk + `\nWall time: 0.0012 seconds\nOutput:\n` + result + `\n"}]}`)
+	}
+	ignore := []*regexp.Regexp{regexp.MustCompile(`^Chunk ID: [0-9a-f]+$`), regexp.MustCompile(`^Wall time: [0-9.]+ seconds$`)}
+	if conversationKey(out("2848f1", "42"), "1", nil) == conversationKey(out("de3e42", "42"), "2", nil) {
+		t.Error("without the recipe's patterns, another chunk id gives the same key")
+	}
+	if conversationKey(out("2848f1", "42"), "1", ignore) != conversationKey(out("de3e42", "42"), "2", ignore) {
+		t.Error("the chunk id changed the key")
+	}
+	if conversationKey(out("2848f1", "42"), "1", ignore) == conversationKey(out("2848f1", "43"), "2", ignore) {
+		t.Error("another output, the same key")
+	}
+	if conversationKey(out("2848f1", "Chunk ID: 1"), "1", ignore) == conversationKey(out("2848f1", "Chunk ID: 2"), "2", ignore) {
+		t.Error("output lines that look like framing were dropped")
 	}
 }

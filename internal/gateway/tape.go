@@ -8,6 +8,7 @@ import (
 	"io"
 	"mime"
 	"net/http"
+	"regexp"
 	"strings"
 	"sync"
 )
@@ -73,6 +74,11 @@ type Tape struct {
 	// not yet matched is tried first, then the later ones in order (an
 	// agent's concurrent side requests may come in another order).
 	MatchConversation bool
+	// IgnoreLines, with MatchConversation, are leading lines of tool
+	// results left out of the comparison: a CLI's own framing of a result that differs
+	// from run to run (Codex's "Chunk ID: …", "Wall time: …"), from its
+	// recipe. Set before the Tape is given to a Gateway.
+	IgnoreLines []*regexp.Regexp
 }
 
 // Loose returns how many calls a replay matched by conversation rather
@@ -312,7 +318,7 @@ func (t *Tape) match(gateway, method, target, sum string, body []byte) (*tapeCal
 				return c, nil
 			}
 			if t.MatchConversation && sum != "" {
-				key := conversationKey(body, sum)
+				key := conversationKey(body, sum, t.IgnoreLines)
 				for i := t.next; i < len(t.calls); i++ {
 					o := t.calls[i]
 					if t.used != nil && t.used[i] || o.gateway != gateway || o.method != method || o.target != target || o.requestSHA256 == "" {
@@ -355,7 +361,7 @@ func (t *Tape) keyOf(sum string) string {
 	if t.keys == nil {
 		t.keys = map[string]string{}
 	}
-	k := conversationKey(t.blobs[sum], sum)
+	k := conversationKey(t.blobs[sum], sum, t.IgnoreLines)
 	t.keys[sum] = k
 	return k
 }

@@ -33,6 +33,11 @@ type Recipe struct {
 	// Logs are directories under /tmp where the agent keeps its own logs
 	// and session files: collected into the trial's output as artifacts.
 	Logs []string `toml:"logs" json:"logs"`
+	// ReplayIgnore are regular expressions (RE2) of the lines a CLI puts at
+	// the head of each tool result that differ from run to run (a random
+	// id, the wall time): a replay leaves them out when it matches the
+	// agent's requests to the recorded ones.
+	ReplayIgnore []string `toml:"replay_ignore" json:"replay_ignore,omitempty"`
 
 	// Source says where the recipe came from ("built in" or a config
 	// file); not part of its digest.
@@ -155,6 +160,14 @@ func (r *Recipe) Validate() error {
 		}
 		if strings.HasSuffix(k, "_API_KEY") || k == "PATH" || k == "PROCTOR_INSTRUCTION" {
 			return bad("env."+k, "set by Proctor, not by a recipe")
+		}
+	}
+	for i, p := range r.ReplayIgnore {
+		if _, err := regexp.Compile(p); err != nil {
+			return bad(fmt.Sprintf("replay_ignore[%d]", i), "%v", err)
+		}
+		if !strings.HasPrefix(p, "^") || !strings.HasSuffix(p, "$") {
+			return bad(fmt.Sprintf("replay_ignore[%d]", i), "%q: anchor it at both ends (^…$): it matches whole lines", p)
 		}
 	}
 	for i, l := range r.Logs {

@@ -75,6 +75,8 @@ func TestParseRefuses(t *testing.T) {
 		{"open var", `args = ["run", "{instruction}"]`, `args = ["run ${A", "{instruction}"]`, "unclosed"},
 		{"bad npm name", `npm = "@scope/x"`, `npm = "../x"`, "package.npm"},
 		{"bad name", `name = "x"`, `name = "a b"`, "name"},
+		{"bad replay pattern", `[package]`, "replay_ignore = [\"^(x$\"]\n[package]", "replay_ignore[0]"},
+		{"unanchored replay pattern", `[package]`, "replay_ignore = [\"Chunk\"]\n[package]", "anchor it"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := strings.Replace(good, tc.from, tc.to, 1)
