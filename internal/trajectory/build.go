@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"mime"
@@ -70,6 +71,7 @@ type builder struct {
 	callStep map[string]int
 	answered map[string]bool
 	turns    int
+	left     int64 // of maxText
 	complete bool
 	notes    map[string][]int // note → the calls it is about
 	order    []string         // notes in the order first made
@@ -77,7 +79,7 @@ type builder struct {
 
 func newBuilder(o Options) *builder {
 	return &builder{o: o, seen: map[[32]byte]bool{}, after: map[string][32]byte{}, systems: map[[32]byte]bool{},
-		callStep: map[string]int{}, answered: map[string]bool{}, complete: true, notes: map[string][]int{}}
+		callStep: map[string]int{}, answered: map[string]bool{}, left: maxText, complete: true, notes: map[string][]int{}}
 }
 
 // notef notes something about call seq (0: about the recording).
@@ -364,11 +366,65 @@ func (b *builder) observe(x *gateway.Exchange, r result) {
 			return // sent again, unchanged
 		}
 	}
+	res.Content = b.keep(res.Content)
 	s.Observation.Results = append(s.Observation.Results, res)
 }
 
+// add appends s, its text within the trajectory's budget.
 func (b *builder) add(s Step) {
+	s.Message = b.keep(s.Message)
+	if s.ReasoningContent != "" {
+		s.ReasoningContent = b.keep(Content{{Type: "text", Text: s.ReasoningContent}})[0].Text
+	}
+	for i := range s.ToolCalls {
+		c := &s.ToolCalls[i]
+		n := int64(len(c.Arguments))
+		if c.Extra != nil {
+			n += int64(len(c.Extra.RawArguments))
+		}
+		if n > b.left {
+			c.Arguments, c.Extra = json.RawMessage(`{}`), &ToolCallExtra{ArgumentsError: b.over(n)}
+			continue
+		}
+		b.left -= n
+	}
+	if s.Observation != nil {
+		for i := range s.Observation.Results {
+			s.Observation.Results[i].Content = b.keep(s.Observation.Results[i].Content)
+		}
+	}
 	b.steps = append(b.steps, s)
+}
+
+// maxText bounds the text a trajectory holds (messages, reasoning, tool
+// arguments and results): the agent chooses it, and the recording's own
+// limits allow several times more once escaped for JSON. A variable for
+// tests only.
+var maxText int64 = 64 << 20
+
+// keep returns c within what is left of the budget: a part past it is cut,
+// and says so.
+func (b *builder) keep(c Content) Content {
+	var out Content
+	for _, p := range c {
+		n := int64(len(p.Text))
+		if n <= b.left {
+			b.left -= n
+			out = append(out, p)
+			continue
+		}
+		cut := max(b.left, 0)
+		b.left = 0
+		out = append(out, ContentPart{Type: "text", Text: strings.ToValidUTF8(p.Text[:cut], "") + "[" + b.over(n-cut) + "]"})
+	}
+	return out
+}
+
+// over notes that the budget ran out, and says what n bytes became.
+func (b *builder) over(n int64) string {
+	b.complete = false
+	b.notef(0, "the trajectory holds at most %d bytes of text: what came past that is cut", maxText)
+	return fmt.Sprintf("%d bytes not kept: past the trajectory's limit of %d bytes of text", n, maxText)
 }
 
 // partsText is the text of parts, for telling an echo by its text.

@@ -310,3 +310,24 @@ func TestEncode(t *testing.T) {
 		}
 	}
 }
+
+// A trajectory holds at most maxText bytes of text, whatever the agent
+// sends: past it, text is cut where it stands and tool arguments become {},
+// each saying so, and the trajectory is marked incomplete.
+func TestTextLimit(t *testing.T) {
+	defer func(n int64) { maxText = n }(maxText)
+	maxText = 120
+	tr, _ := build(t, anthropicSession())
+	// The agent's first step, after 57+29 bytes of system prompt and task,
+	// and its own 19 of text: 15 left for its reasoning, none for the call.
+	s := tr.Steps[2]
+	if got := s.ReasoningContent; got != "The test runner[21 bytes not kept: past the trajectory's limit of 120 bytes of text]" {
+		t.Errorf("reasoning %q", got)
+	}
+	if c := s.ToolCalls[0]; string(c.Arguments) != "{}" || c.Extra == nil || !strings.HasPrefix(c.Extra.ArgumentsError, "27 bytes not kept") {
+		t.Errorf("tool call %+v %+v", c, c.Extra)
+	}
+	if tr.Extra.Complete || !strings.Contains(tr.Notes, "the trajectory holds at most 120 bytes of text: what came past that is cut") {
+		t.Errorf("notes %q, extra %+v", tr.Notes, tr.Extra)
+	}
+}

@@ -60,7 +60,8 @@
 // package must never panic on one, nor invent a step: a body it cannot
 // read, a stream that stops before its end (a cut, or no final event), a
 // JSON field of an unexpected type, a tool call id repeated within a step,
-// a recording that stopped at its limits, each is said in the
+// a recording that stopped at its limits, text past the 64 MiB a
+// trajectory holds (the agent chooses its size), each is said in the
 // trajectory's notes (and extra.complete is false for a loss), and
 // Build fails only when no call is a model turn that makes a step (ErrNoTurns). Output is
 // deterministic: the same calls give the same bytes (Encode).
