@@ -9,8 +9,10 @@ import (
 )
 
 // The proctor binary ships none of the test tooling: the packages that
-// make test inputs (testcorpus), stand in for upstream hosts (standin) and
-// make images from directories (rootimage) serve tests and examples only.
+// make test inputs (testcorpus), stand in for upstream hosts (standin),
+// make images from directories (rootimage) and validate trajectories
+// (trajectory/atiftest, with its JSON Schema validator) serve tests and
+// examples only.
 func TestBinaryDeps(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		if os.Getenv("CI") == "true" {
@@ -27,7 +29,7 @@ func TestBinaryDeps(t *testing.T) {
 		t.Fatalf("go list -deps does not name internal/trial: %q", deps)
 	}
 	for _, d := range deps {
-		for _, banned := range []string{"/internal/testcorpus", "/internal/standin", "/internal/rootimage"} {
+		for _, banned := range []string{"/internal/testcorpus", "/internal/standin", "/internal/rootimage", "/internal/trajectory/atiftest", "/santhosh-tekuri/jsonschema/v6"} {
 			if strings.HasSuffix(d, banned) {
 				t.Errorf("the proctor binary imports %s", d)
 			}

@@ -184,6 +184,12 @@
 // is refused (503) rather than spend the key on a trial that has failed, and
 // WriteTo writes nothing. ReadTape holds a recording's bodies in memory.
 //
+// Reading: Exchanges returns a Tape's calls with their bodies, in order,
+// and Exchange.Usage reads a response's usage again as the Gateway did.
+// A Tape made with KeepServing records calls to be read (a trajectory),
+// not replayed: past a limit it stops recording and refuses nothing;
+// Exchanges then returns the calls before the loss, with ErrTapeFull.
+//
 // # What the agent may ask
 //
 // The key is the operator's, shared by every trial run with it. Providers

@@ -47,10 +47,11 @@ type Tape struct {
 	// change it after. Done does not call it.
 	OnDiverge func(error)
 
-	replay    bool // made by ReadTape; immutable
-	maxCalls  int  // maxTapeCalls; tests lower them
-	maxBodies int64
-	maxMeta   int64
+	replay      bool // made by ReadTape; immutable
+	keepServing bool // KeepServing: a failed recording refuses nothing; immutable
+	maxCalls    int  // maxTapeCalls; tests lower them
+	maxBodies   int64
+	maxMeta     int64
 
 	mu     sync.Mutex
 	calls  []*tapeCall       // in seq order
@@ -107,14 +108,19 @@ type tapeCall struct {
 }
 
 // NewTape returns an empty Tape to record a trial's calls: give it to each
-// Gateway as Options.Tape, close them all, then write it with WriteTo.
-func NewTape() *Tape {
-	return &Tape{
+// Gateway as Options.Tape, close them all, then write it with WriteTo or
+// read it with Exchanges.
+func NewTape(opts ...TapeOption) *Tape {
+	t := &Tape{
 		maxCalls:  maxTapeCalls,
 		maxBodies: maxTapeBodies,
 		maxMeta:   maxTapeMeta,
 		blobs:     make(map[string][]byte),
 	}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
 }
 
 // Err returns why recording failed (an error wrapping ErrTapeFull), or the
@@ -429,13 +435,16 @@ func forwardedTarget(r *http.Request, rawQuery string) string {
 // been read (body, with x.call.RequestSHA256 set) or when it is refused
 // before that (body nil): recording, it appends x's call; replaying, it
 // matches x against the next recorded call. It returns the status and reason
-// to refuse x with instead: the recording failed (503), the replay
-// diverged (409).
+// to refuse x with instead: the recording failed (503; none for a Tape that
+// keeps serving, which then leaves x unrecorded), the replay diverged (409).
 func (g *Gateway) takeTurn(x *exchange, body []byte) (status int, reason string) {
 	x.taped = true
 	switch {
 	case g.tape != nil:
 		c, err := g.tape.begin(g.spec.Name, x.call.Method, x.target, x.call.RequestSHA256, body)
+		if err != nil && g.tape.keepServing {
+			return 0, ""
+		}
 		if err != nil {
 			return http.StatusServiceUnavailable, "recording: " + err.Error()
 		}

@@ -108,7 +108,7 @@ type agentNet struct {
 
 	proxy    *netpolicy.Proxy
 	gateways []*gateway.Gateway
-	tape     *gateway.Tape // recording the gateways' calls, or nil
+	tape     *gateway.Tape // recording the gateways' calls (to keep with --record, else for the trajectory), or nil
 
 	mu  sync.Mutex // guards net
 	net NetworkRef
@@ -238,8 +238,13 @@ func (r *runner) agentNetwork() (mode, requested string, hosts []string) {
 // yet: the sandbox makes the listeners and hands them to serve.
 func (r *runner) startNet() (*agentNet, error) {
 	n := &agentNet{}
-	if r.o.Net.Record {
+	switch {
+	case r.o.Net.Record:
 		n.tape = gateway.NewTape()
+	case len(r.o.Net.Gateways) > 0 && r.o.Net.Replay == nil:
+		// Kept in memory for the trajectory (trajectory.go): past its
+		// limits it stops recording, and refuses the agent nothing.
+		n.tape = gateway.NewTape(gateway.KeepServing())
 	}
 	mode, requested, hosts := r.agentNetwork()
 	n.net = NetworkRef{Mode: mode, Requested: requested, AllowedHosts: hosts}

@@ -1,12 +1,8 @@
 package trial
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 )
 
 // RecordingFile holds a recorded trial's model calls (proctor run --record):
@@ -44,39 +40,24 @@ type ReplayRef struct {
 
 // saveRecording writes the tape of the agent phase's gateways, which are
 // closed, into OUT/recording.jsonl, through a temporary file, and notes it
-// in the verdict. A recording that failed (past its caps) fails the trial:
-// it would not replay it.
+// in the verdict, when the run asked for it (--record; the tape of a run
+// that did not is kept for the trajectory only). A recording that failed
+// (past its caps) fails the trial: it would not replay it.
 func (r *runner) saveRecording(n *agentNet) error {
-	if n.tape == nil {
+	if n.tape == nil || !r.o.Net.Record {
 		return nil
 	}
 	if err := n.tape.Err(); err != nil {
 		return fmt.Errorf("recording the model calls: %w", err)
 	}
-	tmp, err := os.CreateTemp(r.o.Out, ".recording-*")
+	sum, err := writeOut(r.o.Out, RecordingFile, func(w io.Writer) error {
+		_, err := n.tape.WriteTo(w)
+		return err
+	})
 	if err != nil {
 		return fmt.Errorf("writing the recording: %w", err)
 	}
-	defer os.Remove(tmp.Name())
-	h := sha256.New()
-	if _, err := n.tape.WriteTo(io.MultiWriter(tmp, h)); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing the recording: %w", err)
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing the recording: %w", err)
-	}
-	if err := tmp.Close(); err != nil {
-		return fmt.Errorf("writing the recording: %w", err)
-	}
-	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-		return err
-	}
-	if err := os.Rename(tmp.Name(), filepath.Join(r.o.Out, RecordingFile)); err != nil {
-		return fmt.Errorf("writing the recording: %w", err)
-	}
-	r.v.Recording = &RecordingRef{File: RecordingFile, Calls: n.tape.Calls(), SHA256: hex.EncodeToString(h.Sum(nil))}
+	r.v.Recording = &RecordingRef{File: RecordingFile, Calls: n.tape.Calls(), SHA256: sum}
 	r.event("recording", detail("calls", r.v.Recording.Calls, "sha256", r.v.Recording.SHA256))
 	r.say("recorded %d model call(s) in %s", r.v.Recording.Calls, RecordingFile)
 	return nil

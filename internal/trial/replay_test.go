@@ -125,6 +125,10 @@ func TestRecordAndReplay(t *testing.T) {
 	if Changes([]*Verdict{rec, v}) != nil {
 		t.Errorf("the replay's verdict differs: %q", Changes([]*Verdict{rec, v}))
 	}
+	// The same calls make the same trajectory, byte for byte.
+	if a, b := readBytes(t, filepath.Join(recOut, TrajectoryFile)), readBytes(t, filepath.Join(out, TrajectoryFile)); !bytes.Equal(a, b) || !bytes.Contains(a, []byte(`"model_turns": 3`)) {
+		t.Errorf("the replay's trajectory differs from the recorded one:\n%s\n%s", a, b)
+	}
 
 	// Alter the second recorded answer, keeping the file consistent: the
 	// agent's third request then differs from the recorded one.

@@ -172,7 +172,7 @@ func Run(ctx context.Context, o Options) (*Verdict, error) {
 	if v.Replay != nil {
 		v.Replay.Identical = v.Changeset.Digest != "" && v.Changeset.Digest == v.Replay.RecordedChangeset
 	}
-	for _, a := range []string{AgentLog, ChangesetFile, GraderLog, AuditFile, RecordingFile, ToolingFile} {
+	for _, a := range []string{AgentLog, ChangesetFile, GraderLog, AuditFile, RecordingFile, TrajectoryFile, ToolingFile} {
 		if _, serr := os.Stat(filepath.Join(o.Out, a)); serr == nil {
 			v.Artifacts = append(v.Artifacts, a)
 		}
@@ -651,6 +651,9 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 	}
 	if err == nil {
 		err = r.replayDone()
+	}
+	if err == nil {
+		err = r.saveTrajectory(n)
 	}
 	if cerr := tr.close(); cerr != nil && err == nil {
 		err = fmt.Errorf("stopping the audit trap: %w", cerr)
