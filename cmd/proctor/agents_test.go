@@ -11,6 +11,7 @@ import (
 	"github.com/rogpeppe/go-internal/testscript"
 
 	"github.com/proctor-sandbox/proctor/internal/scriptedmodel"
+	"github.com/proctor-sandbox/proctor/internal/trajectory/atiftest"
 )
 
 // fixedStats is the example task py-bugfix's fix.
@@ -63,6 +64,7 @@ var providerScripts = map[string][]scriptedmodel.Step{
 //	fakeprovider NAME SCRIPT   serve SCRIPT on loopback; set NAME_URL
 //	providerlog NAME FILE      write the requests NAME answered (path, turn, body), a JSON line each, to FILE
 //	stopprovider NAME          stop it
+//	atifvalid FILE             FILE is a valid ATIF trajectory
 func providerCmds() map[string]func(ts *testscript.TestScript, neg bool, args []string) {
 	type served struct {
 		s   *scriptedmodel.Server
@@ -119,6 +121,14 @@ func providerCmds() map[string]func(ts *testscript.TestScript, neg bool, args []
 			}
 			if err := os.WriteFile(ts.MkAbs(args[1]), b.Bytes(), 0o644); err != nil {
 				ts.Fatalf("providerlog: %v", err)
+			}
+		},
+		"atifvalid": func(ts *testscript.TestScript, neg bool, args []string) {
+			if neg || len(args) != 1 {
+				ts.Fatalf("usage: atifvalid FILE")
+			}
+			if err := atiftest.Validate([]byte(ts.ReadFile(args[0]))); err != nil {
+				ts.Fatalf("%s: %v", args[0], err)
 			}
 		},
 		"stopprovider": func(ts *testscript.TestScript, neg bool, args []string) {

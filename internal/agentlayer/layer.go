@@ -19,6 +19,8 @@ const Schema = "proctor.agent-layer/v1"
 type Layer struct {
 	Schema       string    `json:"schema"`
 	Recipe       string    `json:"recipe"`        // the recipe's name
+	Package      string    `json:"package"`       // its npm package
+	Version      string    `json:"version"`       // and version
 	RecipeDigest string    `json:"recipe_digest"` // recipe.Digest
 	Digest       string    `json:"digest"`        // "sha256:" + 64 hex over the layer's tree (task.Digest)
 	Registry     string    `json:"registry"`      // the registry it was installed from
@@ -87,7 +89,7 @@ func Lookup(cacheDir string, r *recipe.Recipe) (*Layer, error) {
 	if err := json.Unmarshal(data, &l); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "layer.json"), err)
 	}
-	if l.Schema != Schema || l.RecipeDigest != r.Digest() || l.Recipe != r.Name || !strings.HasPrefix(l.Digest, "sha256:") {
+	if l.Schema != Schema || l.RecipeDigest != r.Digest() || l.Recipe != r.Name || l.Package != r.Package.NPM || l.Version != r.Package.Version || !strings.HasPrefix(l.Digest, "sha256:") {
 		return nil, fmt.Errorf("%w: %s: not a layer of recipe %s (%s)", ErrLayer, filepath.Join(dir, "layer.json"), r.Name, r.Digest())
 	}
 	l.Dir = filepath.Join(dir, "layer")

@@ -96,7 +96,8 @@ func trialLayer(l *agentlayer.Layer) *trial.AgentLayer {
 	for i, p := range l.Packages {
 		pkgs[i] = p.Name + "@" + p.Version + " " + p.Integrity
 	}
-	return &trial.AgentLayer{Dir: l.Dir, Recipe: l.Recipe, RecipeDigest: l.RecipeDigest, Digest: l.Digest, Packages: pkgs, Logs: l.Logs}
+	return &trial.AgentLayer{Dir: l.Dir, Recipe: l.Recipe, RecipeDigest: l.RecipeDigest, Digest: l.Digest, Packages: pkgs, Logs: l.Logs,
+		Version: l.Package + "@" + l.Version}
 }
 
 // apply sets the trial's agent, and adds the gateway of the agent's

@@ -24,6 +24,9 @@ type AgentLayer struct {
 	// bundle's provenance; Packages are "name@version integrity".
 	Recipe, RecipeDigest, Digest string
 	Packages                     []string
+	// Version is the agent's own (its npm package's), for its
+	// trajectory.
+	Version string
 	// Logs are the directories under /tmp where the agent keeps its own
 	// logs and sessions: each is collected after the agent phase into
 	// OUT/agent-logs/NAME and the bundle's artifact agent-logs-NAME.tree.

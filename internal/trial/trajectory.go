@@ -31,8 +31,11 @@ func (r *runner) saveTrajectory(n *agentNet) error {
 	if tape == nil {
 		return nil
 	}
-	tr, err := trajectory.FromTape(tape, trajectory.Options{AgentName: r.o.Agent,
-		AgentVersion: cmp.Or(r.v.Agent.DirDigest, "unknown"), SessionID: r.o.Nonce})
+	name, version := r.o.Agent, cmp.Or(r.v.Agent.DirDigest, "unknown")
+	if l := r.o.AgentLayer; l != nil {
+		name, version = l.Recipe, cmp.Or(l.Version, l.Digest)
+	}
+	tr, err := trajectory.FromTape(tape, trajectory.Options{AgentName: name, AgentVersion: version, SessionID: r.o.Nonce})
 	if err != nil {
 		r.event("trajectory", detail("error", err.Error()))
 		r.say("no trajectory: %v", err)
