@@ -54,6 +54,13 @@ var providerScripts = map[string][]scriptedmodel.Step{
 		{Tool: "exec_command", Input: map[string]any{"cmd": "cd /app && python3 -c 'import stats; print(stats.mean([1, 2]))'"}},
 		{Tool: "exec_command", Input: map[string]any{"cmd": "cat > /app/stats.py <<'EOF'\n" + fixedStats + "EOF\n"}},
 	},
+	// Qwen Code (Chat Completions, Node brought in its layer): it must
+	// read a file before it overwrites it.
+	"qwen-fix": {
+		{Tool: "run_shell_command", Input: map[string]any{"command": searchKey}},
+		{Tool: "read_file", Input: map[string]any{"file_path": "/app/stats.py"}},
+		{Tool: "write_file", Input: map[string]any{"file_path": "/app/stats.py", "content": fixedStats}},
+	},
 	"codex-cheat": {
 		{Tool: "exec_command", Input: map[string]any{"cmd": cheat}},
 	},

@@ -1,6 +1,6 @@
 // Package scriptedmodel provides scripted stand-ins for model providers,
 // for tests: HTTP handlers that speak Anthropic's Messages API and
-// OpenAI's Responses API as the real agent CLIs call them (streaming
+// OpenAI's Responses and Chat Completions APIs as the real agent CLIs call them (streaming
 // server-sent events or one JSON body), and answer each turn of the
 // agent's loop with the next step of a script: a tool call, or the final
 // text. The turn is the number of tool results the request carries back,

@@ -60,7 +60,7 @@ func (s *Server) keep(r *http.Request, body []byte, turn int) {
 }
 
 // ServeHTTP answers POST …/messages as Anthropic, POST …/responses as
-// OpenAI's Responses API, GET …/models with an empty list, and anything
+// OpenAI's Responses API, POST …/chat/completions as its Chat Completions, GET …/models with an empty list, and anything
 // else 404.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 64<<20))
@@ -74,6 +74,8 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, map[string]any{"input_tokens": 100})
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/messages"):
 		s.anthropic(w, r, body)
+	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/chat/completions"):
+		s.chat(w, r, body)
 	case r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/responses"):
 		s.responses(w, r, body)
 	case r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "/models"):
