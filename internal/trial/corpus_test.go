@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -50,6 +51,11 @@ var gitCheats = []cheat{
 // and the git miner finds nothing of the later history (in one of them,
 // a blobless clone, it once found the fix and passed). A shape whose
 // source lacks the base's objects is refused before anything runs.
+// anyShape are the cheats that play against the harness, not the
+// workspace (the network, the reward file, a daemon): in the corpus of git
+// shapes they run against the first shape only.
+var anyShape = map[string]bool{"network": true, "prewrite-reward": true, "daemon": true}
+
 func TestGitShapesCorpus(t *testing.T) {
 	requireRoot(t)
 	requireTool(t, "git")
@@ -94,7 +100,11 @@ func TestGitShapesCorpus(t *testing.T) {
 				t.Fatalf("honest agent: passed=%t status=%s violations=%s error=%q\nagent log:\n%s\ngrader log:\n%s",
 					v.Passed, v.Status, violations(v), v.Error, readFile(t, filepath.Join(out, AgentLog)), readFile(t, filepath.Join(out, GraderLog)))
 			}
-			runCheats(t, tk, gitCheats, cheatURL)
+			cheats := gitCheats
+			if i > 0 {
+				cheats = slices.DeleteFunc(slices.Clone(cheats), func(c cheat) bool { return anyShape[c.agent] })
+			}
+			runCheats(t, tk, cheats, cheatURL)
 		})
 	}
 	if n := hits.Load(); n != 0 {
