@@ -41,7 +41,10 @@
 //     send anything anywhere.
 //
 // It knows nothing of sandboxes or trials: the caller makes the listener,
-// reads the key from the host (KeyFromEnv) and writes the calls down.
+// reads the key from the host (KeyFromEnv) and writes the calls down. A
+// caller that searches what the agent sends (Options.Inspect) is given
+// each request body once read, and the response as the agent got it,
+// without the gateway keeping either.
 //
 // # Forwarding rules
 //

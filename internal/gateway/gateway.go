@@ -43,6 +43,16 @@ type Options struct {
 	// goroutine serving it: so concurrently, and it must be safe for that.
 	// A slow Record delays the end of that request only.
 	Record func(Call)
+	// Inspect, if not nil, is called once per request whose body was read,
+	// from the goroutine serving it, before the request is taken further
+	// (relayed, replayed or refused): with the Call so far (Gateway,
+	// Method, Path, Model, RequestSHA256, BytesUp) and the body, which it
+	// must neither keep nor modify. The writer it returns, if not nil, is
+	// given the response body as the agent is sent it (decoded, scrubbed,
+	// the gateway's own error bodies included) and closed once the call
+	// is over, before Record; its errors are ignored. Concurrent, like
+	// Record; a slow Inspect delays that request only.
+	Inspect func(c Call, body []byte) io.WriteCloser
 	// Tape, if not nil, records every request the Gateway serves, relayed
 	// or refused (record mode): a Tape from NewTape, shared by the
 	// Gateways of one trial. See "Recording and replay".
@@ -65,6 +75,7 @@ type Gateway struct {
 	transport http.RoundTripper
 	own       *http.Transport // transport, when New made it
 	record    func(Call)
+	inspect   func(Call, []byte) io.WriteCloser
 	tape      *Tape // Options.Tape: record mode
 	replay    *Tape // Options.Replay: replay mode
 	srv       *http.Server
@@ -99,6 +110,7 @@ func New(o Options) (*Gateway, error) {
 		key:       o.Key,
 		transport: o.Transport,
 		record:    o.Record,
+		inspect:   o.Inspect,
 		tape:      o.Tape,
 		replay:    o.Replay,
 		maxBody:   maxRequestBody,
@@ -219,6 +231,9 @@ func (g *Gateway) finish(x *exchange) {
 		c.CacheReadTokens, c.CacheWriteTokens = t.cacheRead, t.cacheWrite
 	}
 	g.tapeEnd(x)
+	if x.sink.look != nil {
+		x.sink.look.Close()
+	}
 	g.tally(c)
 	if g.record != nil {
 		g.record(*c)
@@ -249,7 +264,9 @@ type sink struct {
 	n   int64
 	m   *meter // nil: do not meter
 	tee *tee   // nil: do not record
-	err error  // the first write error: the client is gone
+	// look is what Options.Inspect returned: it sees what the agent got.
+	look io.WriteCloser
+	err  error // the first write error: the client is gone
 }
 
 func (s *sink) Write(p []byte) (int, error) {
@@ -264,6 +281,9 @@ func (s *sink) Write(p []byte) (int, error) {
 	}
 	if s.tee != nil {
 		s.tee.write(p[:n])
+	}
+	if s.look != nil {
+		s.look.Write(p[:n])
 	}
 	if err != nil {
 		s.err = err

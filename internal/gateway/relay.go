@@ -51,6 +51,9 @@ func (g *Gateway) relay(w http.ResponseWriter, r *http.Request, x *exchange) {
 	x.call.RequestSHA256 = hex.EncodeToString(sum[:])
 	x.call.BytesUp = int64(len(body))
 	x.call.Model = requestModel(body)
+	if g.inspect != nil {
+		x.sink.look = g.inspect(x.call, body)
+	}
 	if status, reason := g.takeTurn(x, body); status != 0 {
 		g.refuse(w, x, status, reason)
 		return
