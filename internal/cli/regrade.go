@@ -62,8 +62,8 @@ when the regrade could not run.`,
 			now, err := trial.Regrade(c.Context(), trial.RegradeOptions{
 				Task: t, Archive: filepath.Join(filepath.Dir(args[0]), trial.ChangesetFile), Digest: was.Changeset.Digest,
 				Out: out, CacheDir: o.CacheDir, ScratchDir: o.ScratchDir, Storage: o.Storage, Progress: o.Progress,
-				AgentPhase: was.Phases[trial.PhaseAgent],
-				Tooling:    bundledTooling(filepath.Dir(args[0]), was), ToolingDigest: toolingDigest(was),
+				AgentPhase: was.Phases[trial.PhaseAgent], Smuggled: smuggled(was),
+				Tooling: bundledTooling(filepath.Dir(args[0]), was), ToolingDigest: toolingDigest(was),
 				Recording: filepath.Dir(args[0]), RecordingDigest: recordingDigest(was),
 			})
 			if err != nil {
@@ -153,6 +153,18 @@ func verdictDiffs(was, now *trial.Verdict) []string {
 		}
 	}
 	return d
+}
+
+// smuggled are the violations the trial found in what its agent brought,
+// which a regrade carries.
+func smuggled(v *trial.Verdict) []trial.Violation {
+	var out []trial.Violation
+	for _, vi := range v.Violations {
+		if vi.Kind == trial.ViolationSmuggledAnswer {
+			out = append(out, vi)
+		}
+	}
+	return out
 }
 
 // bundledTooling is the trial's tooling profile beside its bundle, or ""

@@ -47,6 +47,12 @@ func git(t *testing.T, dir string, args ...string) string {
 // fix and the test that shows it, and returns the SWE-bench instance for it.
 func upstream(t *testing.T, repos string) Instance {
 	t.Helper()
+	return upstreamFixing(t, repos, "return a + b  # THE-FIX")
+}
+
+// upstreamFixing is upstream with fix as the body of the fixed add.
+func upstreamFixing(t *testing.T, repos, fix string) Instance {
+	t.Helper()
 	dir := filepath.Join(repos, "example__calc")
 	if err := os.MkdirAll(filepath.Join(dir, "tests"), 0o755); err != nil {
 		t.Fatal(err)
@@ -62,7 +68,7 @@ func upstream(t *testing.T, repos string) Instance {
 	git(t, dir, "add", "-A")
 	git(t, dir, "commit", "-qm", "calc")
 	base := git(t, dir, "rev-parse", "HEAD")
-	write("calc.py", "def add(a, b):\n    return a + b  # THE-FIX\n\n\ndef sub(a, b):\n    return a - b\n")
+	write("calc.py", "def add(a, b):\n    "+fix+"\n\n\ndef sub(a, b):\n    return a - b\n")
 	git(t, dir, "commit", "-qam", "fix add")
 	patch := git(t, dir, "diff", base, "HEAD", "--", "calc.py") + "\n"
 	write("tests/test_calc.py", "from calc import add, sub\n\n\ndef test_add():\n    assert add(2, 3) == 5\n\n\ndef test_sub():\n    assert sub(5, 3) == 2\n")
@@ -81,10 +87,7 @@ func upstream(t *testing.T, repos string) Instance {
 // patch does not, and mining git for the fix, editing the tests or adding
 // a conftest that forces outcomes do not either.
 func TestSWEBenchInstance(t *testing.T) {
-	need(t, "root", os.Geteuid() == 0)
-	_, gitErr := exec.LookPath("git")
-	need(t, "git", gitErr == nil)
-	need(t, "pytest for /usr/bin/python3", exec.Command("/usr/bin/python3", "-c", "import pytest").Run() == nil)
+	needTrials(t)
 	repos := t.TempDir()
 	tk := importOne(t, repos, upstream(t, repos), Options{})
 	play(t, tk, []playCase{
@@ -100,6 +103,16 @@ func TestSWEBenchInstance(t *testing.T) {
 mkdir -p .git/info; echo 'tests/*.py filter=x' > .git/info/attributes`, false, false, trial.StatusClean},
 		{"gitattributes", `cd /testbed; git config filter.x.smudge "sed s/==.5/!=\ 5/"; echo 'tests/*.py filter=x' > .gitattributes`, false, false, trial.StatusCompromised},
 	})
+}
+
+// needTrials skips (or fails, under CI) a test of whole trials on an
+// instance where they cannot run.
+func needTrials(t *testing.T) {
+	t.Helper()
+	need(t, "root", os.Geteuid() == 0)
+	_, gitErr := exec.LookPath("git")
+	need(t, "git", gitErr == nil)
+	need(t, "pytest for /usr/bin/python3", exec.Command("/usr/bin/python3", "-c", "import pytest").Run() == nil)
 }
 
 // conftestForcer is an agent that adds a conftest hook marking every test

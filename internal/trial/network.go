@@ -284,7 +284,7 @@ func (r *runner) startNet() (*agentNet, error) {
 	}
 	for i, g := range r.o.Net.Gateways {
 		gw, err := gateway.New(gateway.Options{Spec: g, Key: r.keys[g.Name], Transport: r.o.Net.GatewayTransport, Record: r.gatewayCall,
-			Tape: n.tape, Replay: r.o.Net.Replay})
+			Inspect: r.inspector(), Tape: n.tape, Replay: r.o.Net.Replay})
 		if err != nil {
 			n.stop()
 			return nil, fmt.Errorf("starting the %s gateway: %w", g.Name, err)

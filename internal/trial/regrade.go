@@ -31,6 +31,10 @@ type RegradeOptions struct {
 	// AgentPhase is how the trial's agent phase ended (from its verdict):
 	// a timeout or a limit there shapes the status as it did then.
 	AgentPhase Phase
+	// Smuggled are the trial's smuggled_answer violations (from its
+	// verdict): found in what the agent brought, which a regrade does not
+	// have, they are carried as recorded.
+	Smuggled []Violation
 	// Tooling is the trial's tooling.json and ToolingDigest the digest its
 	// verdict recorded: the regrade keeps the agent out of the same
 	// tooling. Empty: the profile is the task's, as a new trial gets it.
@@ -83,7 +87,7 @@ func Regrade(ctx context.Context, o RegradeOptions) (*Verdict, error) {
 		Task:          TaskRef{Name: t.Name},
 		PassThreshold: t.Proctor.PassThreshold,
 		Grading:       t.Proctor.Grading,
-		Violations:    []Violation{},
+		Violations:    append([]Violation{}, o.Smuggled...),
 		Phases:        map[string]Phase{PhaseAgent: o.AgentPhase, PhaseGrader: {LimitsHit: []sandbox.Limit{}}},
 		Workspace:     WorkspaceRef{Workdir: t.Environment.Workdir},
 		Environment:   EnvironmentRef{Rootfs: t.Proctor.Rootfs},

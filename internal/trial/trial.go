@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/proctor-sandbox/proctor/internal/answerscan"
 	"github.com/proctor-sandbox/proctor/internal/audit"
 	"github.com/proctor-sandbox/proctor/internal/grade"
 	"github.com/proctor-sandbox/proctor/internal/hermetic"
@@ -324,6 +325,11 @@ type runner struct {
 	// recording is what the pristine verifier fetched: the trial's
 	// grader gets it replayed, and nothing else (hermetic.go).
 	recording *hermetic.Recording
+	// answers searches what the agent brought for the task's hidden
+	// answers; answersSeen of its hits are violations already
+	// (smuggle.go). Nil for the oracle.
+	answers     *answerscan.Scan
+	answersSeen int
 }
 
 func (r *runner) say(format string, args ...any) {
@@ -338,6 +344,10 @@ func (r *runner) run(ctx context.Context) error {
 	// A trial killed before it could unmount its scratch space leaves it
 	// behind: take it away now.
 	if err := cleanStaleScratch(r.o.ScratchDir); err != nil {
+		return err
+	}
+
+	if err := r.searchAnswers(); err != nil {
 		return err
 	}
 
@@ -428,7 +438,7 @@ func (r *runner) judge(l *layout, cs *workspace.Changeset, archivePath string) (
 	if r.v.Changeset.LeftOut == nil {
 		r.v.Changeset.LeftOut = []workspace.Dropped{}
 	}
-	for _, vi := range r.v.Violations {
+	for _, vi := range judged.violations {
 		r.event("violation", detail("kind", vi.Kind, "path", vi.Path, "detail", vi.Detail))
 		// Paths are the agent's: quoted, so no byte of them reaches a
 		// terminal raw.
@@ -664,6 +674,7 @@ func (r *runner) agentPhase(ctx context.Context, l *layout, s *scratch) error {
 	r.v.OpenNetwork = n.net.Mode == NetworkOpen
 	n.mu.Unlock()
 	r.v.Models = n.models(r.o.Net.Gateways)
+	r.answersDone()
 	if res != nil {
 		r.v.Phases[PhaseAgent] = phaseOf(res, log)
 		if serr := r.noteStorage(PhaseAgent, s); serr != nil && err == nil {

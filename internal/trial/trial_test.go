@@ -162,6 +162,10 @@ type taskSpec struct {
 	internet bool
 	// top is TOML before the first table (artifacts = [...]).
 	top string
+	// instruction replaces "Do the thing."; hidden are more task files
+	// (tests/..., solution/...), by path in the task directory.
+	instruction string
+	hidden      map[string]string
 }
 
 func writeTask(t *testing.T, s taskSpec) *task.Task {
@@ -221,8 +225,16 @@ grading = %q
 protected = [%s]
 `, timeout, timeout, memory, storage, network, rootfs, grading, quoteList(s.protected))
 	must(os.WriteFile(filepath.Join(dir, "task.toml"), []byte(toml), 0o644))
-	must(os.WriteFile(filepath.Join(dir, "instruction.md"), []byte("Do the thing.\n"), 0o644))
+	instruction := s.instruction
+	if instruction == "" {
+		instruction = "Do the thing.\n"
+	}
+	must(os.WriteFile(filepath.Join(dir, "instruction.md"), []byte(instruction), 0o644))
 	must(os.WriteFile(filepath.Join(dir, "tests", "test.sh"), []byte("#!/bin/sh\n"+s.test+"\n"), 0o755))
+	for name, content := range s.hidden {
+		must(os.MkdirAll(filepath.Dir(filepath.Join(dir, name)), 0o755))
+		must(os.WriteFile(filepath.Join(dir, name), []byte(content), 0o755))
+	}
 	// The sandbox's unprivileged ids must be able to read the task.
 	openUp(t, dir)
 	tk, err := task.Load(dir)

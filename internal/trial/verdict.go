@@ -76,7 +76,9 @@ type Verdict struct {
 	// inputs (the digest of the task, its rootfs and the agent directory,
 	// before anything runs), digest (a "host" environment's, beside the
 	// agent phase), recheck (the inputs' digest again, beside freeze and
-	// grading), freeze (reading the changeset) and total. The phases' own
+	// grading), answers (indexing the hidden answers and searching the
+	// agent's directory and command for them), freeze (reading the
+	// changeset) and total. The phases' own
 	// times are in Phases.
 	TimingsMS map[string]int64 `json:"timings_ms"`
 	// Collected is what became of the task's artifacts (its artifacts
@@ -102,6 +104,9 @@ type Verdict struct {
 	// Models is what the agent asked of its models through the gateways
 	// (absent without gateways).
 	Models *ModelsRef `json:"models,omitempty"`
+	// Answers is what was searched for the task's hidden answers in what
+	// the agent brought (absent for the oracle).
+	Answers *AnswersRef `json:"answers,omitempty"`
 	// Audit is what was watched and seen (the events are on the timeline).
 	Audit AuditRef `json:"audit"`
 	// Results is what the grader's structured report decided, for a task
