@@ -3,6 +3,7 @@ package answerscan
 import (
 	"fmt"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -132,5 +133,25 @@ func TestModelText(t *testing.T) {
 				t.Errorf("got %q, want %q", got, c.want)
 			}
 		})
+	}
+}
+
+// Every gateway of a trial uses one Scan at once: each fragment is still
+// reported once, every request counted.
+func TestScanConcurrent(t *testing.T) {
+	x := taskIndex(t)
+	s := x.NewScan()
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Go(func() {
+			for j := range 20 {
+				s.Request(chat("user", fixLine), fmt.Sprint(i, j))
+				respond(s, `{"content":"ok"}`)
+			}
+		})
+	}
+	wg.Wait()
+	if h := s.Hits(); len(h) != 1 || s.Requests() != 160 {
+		t.Errorf("hits %+v, %d requests: want one hit of 160 requests", h, s.Requests())
 	}
 }
