@@ -58,7 +58,8 @@ for i in $(seq 50); do [ -s "$work/inet.flags" ] && break; sleep 0.1; done
 read -r -a net <"$work/inet.flags"
 for h in $mirrors; do net+=(--verifier-allow-host "$h" --build-allow-host "$h"); done
 
-run="$p run -q --key $work/key $c --task $task --agent 'bash /agent/solve.sh' --agent-dir $task/solution ${net[*]}"
+bench_oracle_agent "$task/solution" "$work/agent"
+run="$p run -q --key $work/key $c --task $task --agent /agent/decode.sh --agent-dir $work/agent ${net[*]}"
 # The first trial learns (the recorder fetches); keep it for the replay.
 eval "$run --out $work/first" >/dev/null
 "$work/replayproxy" -store "$work/cache/hermetic" -trial "$work/first" -system "$rootfs/etc/ssl/certs/ca-certificates.crt" \

@@ -119,19 +119,17 @@ printf '{"%s": {"PYTHONPATH": "src"}}\n' "$repo" > "$work/env.json"
 ln -s "$work/swe/$inst" "$work/swebench"
 chmod -R a+rX "$work/swe"
 
-# The agent is the task's own solution, from /agent: the trial's grader
-# then does the work the learning run's traced grader does.
+# The agent does the task's own solution (bench_oracle_agent): the trial's
+# grader then does the work the learning run's traced grader does.
 for t in tbench swebench; do
-	cp -r "$work/$t/solution" "$work/agent-$t"
-	sed -i 's#/solution/#/agent/#g' "$work/agent-$t/solve.sh"
-	chmod -R a+rX "$work/agent-$t"; chmod a+x "$work/agent-$t/solve.sh"
+	bench_oracle_agent "$work/$t/solution" "$work/agent-$t"
 done
 "$work/proctor" keygen "$work/key" >/dev/null
 run() { # TASK cold|warm|base: base is BASELINE's proctor (on the warm cache, whose profiles it never reads)
 	local bin=proctor cache=warm
 	[ "$2" = base ] && bin=proctor-base
 	[ "$2" = cold ] && cache=cold
-	echo "$work/$bin run -q --key $work/key --task $work/$1 --agent-dir $work/agent-$1 --agent /agent/solve.sh --out $work/out-$1-$2 --cache-dir $work/$cache"
+	echo "$work/$bin run -q --key $work/key --task $work/$1 --agent-dir $work/agent-$1 --agent /agent/decode.sh --out $work/out-$1-$2 --cache-dir $work/$cache"
 }
 # Each must work before timing (and the host's digests and the workspace
 # copy get cached). Twice: the first trial on a fresh cache keys its
