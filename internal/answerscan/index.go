@@ -2,10 +2,14 @@ package answerscan
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
 	"path"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // Doc is a named text: a file of the hidden material, or of what the agent
@@ -45,6 +49,9 @@ type Index struct {
 	filter  []uint64           // a bit per anchor hash's top filterBits bits: most positions stop here
 	grams   map[uint64]struct{}
 	stats   IndexStats
+
+	digestOnce sync.Once
+	digest     string
 }
 
 // IndexStats says what went into an Index.
@@ -120,6 +127,24 @@ func Build(m Material) (*Index, error) {
 	}
 	x.stats.Fragments = len(x.frags)
 	return x, nil
+}
+
+// Digest names x's fragments, their order and their sources.
+func (x *Index) Digest() string {
+	x.digestOnce.Do(func() {
+		h := sha256.New()
+		var b [8]byte
+		for _, f := range x.frags {
+			d := x.docs[f.doc]
+			fmt.Fprintf(h, "%q %d %q %t %t %d %d\n", d.name, f.line, f.note, d.code, f.code, f.chars, len(f.toks))
+			for _, t := range f.toks {
+				binary.LittleEndian.PutUint64(b[:], t)
+				h.Write(b[:])
+			}
+		}
+		x.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
+	})
+	return x.digest
 }
 
 // Stats says what went into x.
@@ -352,7 +377,7 @@ func (x *Index) dropGiven(m Material) error {
 		mark(d.Data)
 	}
 	for _, root := range m.GivenTrees {
-		st, err := walkTree(root, m.Limits.orDefault(), true, func(_ string, data []byte, _ bool) { mark(data) })
+		st, err := walkTree(root, m.Limits.orDefault(), true, func(_ string, c chunk) { mark(c.data) })
 		if err != nil {
 			return fmt.Errorf("reading %s: %w", root, err)
 		}

@@ -16,18 +16,18 @@ type Hit struct {
 	// Where is the place: "/agent/AGENTS.md:12" (the line where the first
 	// fragment begins, when it was found as written), "the agent command",
 	// "model request #3".
-	Where string
+	Where string `json:"where"`
 	// Note says more of the place: for a model request, the caller's
 	// words (its gateway, target and digest).
-	Note string
+	Note string `json:"note,omitempty"`
 	// Source is the hidden file the fragments come from, as Material named
 	// it; Lines are their places in it ("12", or "7 (gold patch hunk
 	// @@ -1,6 +1,6 @@ of calc.py)"), and Chars their characters besides
 	// white space. The fragments themselves are never quoted: a verdict is
 	// published, the hidden tests are not.
-	Source string
-	Lines  []string
-	Chars  int
+	Source string   `json:"source"`
+	Lines  []string `json:"lines"`
+	Chars  int      `json:"chars"`
 }
 
 // Detail words the hit's source for a verdict: "solution/solve.sh:5, 9 (2
@@ -68,6 +68,9 @@ type Scan struct {
 func (x *Index) NewScan() *Scan {
 	return &Scan{x: x, reported: make([]bool, len(x.frags)), said: map[uint64]struct{}{}}
 }
+
+// Index is the Index s searches for.
+func (s *Scan) Index() *Index { return s.x }
 
 // Hits returns the hits so far, in the order they were found.
 func (s *Scan) Hits() []Hit {
@@ -190,15 +193,81 @@ func (s *Scan) Text(where string, data []byte) {
 func (s *Scan) Tree(root, shown string, lim Limits) (TreeStats, error) {
 	tk := getTokenizer()
 	defer putTokenizer(tk)
-	return walkTree(root, lim.orDefault(), false, func(rel string, data []byte, binary bool) {
-		fs := s.search(tk, data)
-		if len(fs) == 0 {
+	var file map[int32]int // what the file's chunks so far hold: fragment → line, 0 if unknown
+	return walkTree(root, lim.orDefault(), false, func(rel string, c chunk) {
+		if c.first {
+			file = map[int32]int{}
+		}
+		for _, f := range s.search(tk, c.data) {
+			line := 0
+			if f.line > 0 && !c.binary {
+				line = c.line + f.line - 1
+			}
+			if l, ok := file[f.frag]; !ok || l == 0 {
+				file[f.frag] = line
+			}
+		}
+		if !c.last || len(file) == 0 {
 			return
 		}
+		fs := make([]found, 0, len(file))
+		for f, l := range file {
+			fs = append(fs, found{f, l})
+		}
+		slices.SortFunc(fs, func(a, b found) int { return int(a.frag - b.frag) })
 		s.mu.Lock()
 		defer s.mu.Unlock()
-		s.record(path.Join(shown, rel), !binary, "", fs, all)
+		s.record(path.Join(shown, rel), !c.binary, "", fs, all)
 	})
+}
+
+// A TreeResult is what one search of a tree found. Kept, it stands for
+// the same search by a Scan of an Index with the same Digest (Restore): an
+// agent's installed layer is immutable, and large.
+type TreeResult struct {
+	Index    string    `json:"index"` // the Index's Digest
+	Stats    TreeStats `json:"stats"`
+	Hits     []Hit     `json:"hits"`
+	Reported []int32   `json:"reported"` // the fragments the hits report
+}
+
+// TreeResult is Tree, returning what it found to be kept. Made first,
+// before the Scan found anything, it depends only on the tree, lim and
+// the Index.
+func (s *Scan) TreeResult(root, shown string, lim Limits) (TreeResult, error) {
+	s.mu.Lock()
+	hits, before := len(s.hits), slices.Clone(s.reported)
+	s.mu.Unlock()
+	st, err := s.Tree(root, shown, lim)
+	if err != nil {
+		return TreeResult{}, err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	r := TreeResult{Index: s.x.Digest(), Stats: st, Hits: slices.Clone(s.hits[hits:]), Reported: []int32{}}
+	for i, was := range before {
+		if s.reported[i] && !was {
+			r.Reported = append(r.Reported, int32(i))
+		}
+	}
+	return r, nil
+}
+
+// Restore records a kept TreeResult as if its search had been made now.
+func (s *Scan) Restore(r TreeResult) error {
+	if r.Index != s.x.Digest() {
+		return fmt.Errorf("a search kept for index %s, not this one (%s)", r.Index, s.x.Digest())
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, f := range r.Reported {
+		if f < 0 || int(f) >= len(s.reported) {
+			return fmt.Errorf("a search kept names fragment %d of %d", f, len(s.reported))
+		}
+		s.reported[f] = true
+	}
+	s.hits = append(s.hits, r.Hits...)
+	return nil
 }
 
 // Request searches the body of a model request the agent made, reporting

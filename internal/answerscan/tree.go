@@ -21,7 +21,7 @@ type Limits struct {
 // DefaultLimits are generous for an agent's scaffold and its installed
 // tools.
 func DefaultLimits() Limits {
-	return Limits{Files: 200_000, FileBytes: 64 << 20, TotalBytes: 1 << 30}
+	return Limits{Files: 200_000, FileBytes: 1 << 30, TotalBytes: 1 << 30}
 }
 
 func (l Limits) orDefault() Limits {
@@ -44,19 +44,38 @@ type TreeStats struct {
 // minRun is the shortest run of printable bytes kept from a binary file.
 const minRun = 8
 
+// Files are read a chunk at a time; each chunk after the first begins with
+// the last overlap bytes of the one before, so a fragment across the cut
+// is whole in one of them (a line longer than that is not).
+const (
+	chunkBytes   = 8 << 20
+	overlapBytes = 64 << 10
+)
+
+// A chunk is a piece of a file as walkTree gives it: its text (a binary's
+// printable runs, each on a line of its own), the number of the line it
+// begins on (counted in the file as read, for a text file), whether the
+// file is binary, and whether this is its first chunk, its last.
+type chunk struct {
+	data        []byte
+	line        int
+	binary      bool
+	first, last bool
+}
+
 // walkTree calls fn with each regular file beneath root, in lexical order,
-// with its path relative to root and its content (the printable runs of a
-// binary one, each on a line of its own), within lim. It never follows a
-// symbolic link, never opens anything but a regular file (a fifo cannot
-// block it), and never leaves root. skipGit leaves out .git directories.
-func walkTree(root string, lim Limits, skipGit bool, fn func(rel string, data []byte, binary bool)) (TreeStats, error) {
+// with its path relative to root, a chunk at a time, within lim. It never
+// follows a symbolic link, never opens anything but a regular file (a fifo
+// cannot block it), and never leaves root. skipGit leaves out .git
+// directories.
+func walkTree(root string, lim Limits, skipGit bool, fn func(rel string, c chunk)) (TreeStats, error) {
 	var st TreeStats
 	r, err := os.OpenRoot(root)
 	if err != nil {
 		return st, err
 	}
 	defer r.Close()
-	buf := make([]byte, 0, 64<<10)
+	buf := make([]byte, chunkBytes+overlapBytes)
 	err = fs.WalkDir(r.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if rel == "." {
@@ -79,66 +98,73 @@ func walkTree(root string, lim Limits, skipGit bool, fn func(rel string, data []
 			st.LeftOut++
 			return nil
 		}
-		want := min(lim.FileBytes, lim.TotalBytes-st.Bytes)
-		data, whole, err := readRegular(r, rel, want, buf[:0])
+		f, err := openRegular(r, rel)
 		if err != nil {
 			st.Skipped++
 			return nil
 		}
-		buf = data[:0]
+		defer f.Close()
 		st.Files++
-		st.Bytes += int64(len(data))
-		if !whole {
-			st.Partial++
+		limit := min(lim.FileBytes, lim.TotalBytes-st.Bytes)
+		c := chunk{line: 1}
+		var read int64
+		keep := 0 // bytes carried from the chunk before
+		for c.first = true; ; c.first = false {
+			n, rerr := io.ReadFull(f, buf[keep:keep+int(min(chunkBytes, limit-read))])
+			read += int64(n)
+			data := buf[:keep+n]
+			if c.first {
+				c.binary = bytes.IndexByte(data[:min(len(data), 8<<10)], 0) >= 0
+			}
+			c.last = rerr != nil || read >= limit
+			if c.last && rerr == nil {
+				var one [1]byte
+				if m, _ := f.Read(one[:]); m > 0 {
+					st.Partial++
+				}
+			}
+			if rerr != nil && rerr != io.EOF && rerr != io.ErrUnexpectedEOF {
+				st.Skipped++ // read what could be read
+			}
+			c.data = data
+			if c.binary {
+				c.data = printableRuns(data)
+			}
+			fn(rel, c)
+			if c.last {
+				break
+			}
+			keep = min(overlapBytes, len(data))
+			if !c.binary {
+				c.line += bytes.Count(data[:len(data)-keep], []byte("\n"))
+			}
+			copy(buf, data[len(data)-keep:])
 		}
-		binary := bytes.IndexByte(data[:min(len(data), 8<<10)], 0) >= 0
-		if binary {
+		st.Bytes += read
+		if c.binary {
 			st.Binary++
-			data = printableRuns(data)
 		}
-		fn(rel, data, binary)
 		return nil
 	})
 	return st, err
 }
 
-// readRegular reads at most limit bytes of the regular file rel beneath r
-// into buf, and reports whether that was all of it.
-func readRegular(r *os.Root, rel string, limit int64, buf []byte) ([]byte, bool, error) {
+// openRegular opens rel beneath r for reading if it is a regular file: not
+// through a symbolic link, never blocking on a fifo put in its place.
+func openRegular(r *os.Root, rel string) (*os.File, error) {
 	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	defer f.Close()
 	fi, err := f.Stat()
+	if err == nil && !fi.Mode().IsRegular() {
+		err = fmt.Errorf("%s: not a regular file", rel)
+	}
 	if err != nil {
-		return nil, false, err
+		f.Close()
+		return nil, err
 	}
-	if !fi.Mode().IsRegular() {
-		return nil, false, fmt.Errorf("%s: not a regular file", rel)
-	}
-	if n := min(fi.Size(), limit) + 1; int64(cap(buf)) < n {
-		buf = make([]byte, 0, n)
-	}
-	data := buf[:0]
-	for {
-		if len(data) == cap(data) {
-			data = append(data, 0)[:len(data)]
-		}
-		if int64(len(data)) >= limit {
-			var one [1]byte
-			n, _ := f.Read(one[:])
-			return data, n == 0, nil
-		}
-		n, err := f.Read(data[len(data):min(int64(cap(data)), limit)])
-		data = data[:len(data)+n]
-		if err == io.EOF {
-			return data, true, nil
-		}
-		if err != nil {
-			return nil, false, err
-		}
-	}
+	return f, nil
 }
 
 // printableRuns keeps the runs of at least minRun printable ASCII bytes
@@ -167,9 +193,18 @@ func printableRuns(data []byte) []byte {
 // solution for Material.Hidden. Binary files are left out.
 func ReadTree(root, prefix string, lim Limits) ([]Doc, TreeStats, error) {
 	var docs []Doc
-	st, err := walkTree(root, lim.orDefault(), false, func(rel string, data []byte, binary bool) {
-		if !binary {
-			docs = append(docs, Doc{Name: path.Join(prefix, rel), Data: bytes.Clone(data)})
+	var cur []byte
+	st, err := walkTree(root, lim.orDefault(), false, func(rel string, c chunk) {
+		if c.binary {
+			return
+		}
+		if !c.first { // its overlap is read already
+			c.data = c.data[min(overlapBytes, len(c.data)):]
+		}
+		cur = append(cur, c.data...)
+		if c.last {
+			docs = append(docs, Doc{Name: path.Join(prefix, rel), Data: cur})
+			cur = nil
 		}
 	})
 	return docs, st, err

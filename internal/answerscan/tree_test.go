@@ -1,6 +1,8 @@
 package answerscan
 
 import (
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -107,5 +109,72 @@ func TestTreeLimits(t *testing.T) {
 	}
 	if h := s.Hits(); len(h) != 1 || h[0].Where != "/agent/b.txt:1" {
 		t.Errorf("hits %+v, want b.txt's", h)
+	}
+}
+
+// A file larger than a chunk is searched whole: a fragment across the cut
+// is found, with its line; a binary's answer past the first chunk too.
+func TestTreeChunks(t *testing.T) {
+	x := taskIndex(t)
+	dir := t.TempDir()
+	filler := strings.Repeat("x = 1\n", (chunkBytes-len(fixLine)/2)/6)
+	lines := strings.Count(filler, "\n")
+	write(t, filepath.Join(dir, "big.md"), filler+fixLine+"\n")
+	write(t, filepath.Join(dir, "big.bin"), "\x00"+strings.Repeat("\x01\x02", chunkBytes/2+1000)+"\x00"+assertLine+"\x00")
+	s := x.NewScan()
+	st, err := s.Tree(dir, "/agent", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"/agent/big.bin tests/test_stats.py:7 (1 line, 56 characters)",
+		fmt.Sprintf("/agent/big.md:%d solution/solve.sh:5 (1 line, 41 characters)", lines+1),
+	}
+	var got []string
+	for _, h := range s.Hits() {
+		got = append(got, h.Where+" "+h.Detail())
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("hits:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if st.Files != 2 || st.Partial != 0 || st.Bytes != int64(len(filler)+len(fixLine)+1+chunkBytes+2000+len(assertLine)+3) {
+		t.Errorf("stats %+v", st)
+	}
+	docs, _, err := ReadTree(dir, "tests", Limits{})
+	if err != nil || len(docs) != 1 || string(docs[0].Data) != filler+fixLine+"\n" {
+		t.Errorf("ReadTree: %d docs, %v: want big.md whole", len(docs), err)
+	}
+}
+
+// A tree's search, kept and restored into another Scan of the same Index,
+// is as if made there: the same hits, its fragments reported; another
+// Index refuses it.
+func TestTreeResultRestored(t *testing.T) {
+	x := taskIndex(t)
+	dir := t.TempDir()
+	write(t, filepath.Join(dir, "lib", "hints.txt"), fixLine+"\n")
+	r, err := x.NewScan().TreeResult(dir, "/proctor/agent", Limits{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kept TreeResult
+	if err := json.Unmarshal(data, &kept); err != nil {
+		t.Fatal(err)
+	}
+	s := x.NewScan()
+	if err := s.Restore(kept); err != nil {
+		t.Fatal(err)
+	}
+	s.Text("the agent command", []byte(fixLine))
+	if h := s.Hits(); len(h) != 1 || h[0].Where != "/proctor/agent/lib/hints.txt:1" || kept.Stats.Files != 1 {
+		t.Errorf("restored: hits %+v, stats %+v", h, kept.Stats)
+	}
+	other := taskIndex(t, Doc{"tests/more.py", []byte(`    check(render_invoice(order_id=42), expected_total="1,234.50 EUR")` + "\n")})
+	if err := other.NewScan().Restore(kept); err == nil {
+		t.Error("another index took the kept search")
 	}
 }
