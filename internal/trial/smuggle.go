@@ -1,6 +1,9 @@
 package trial
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +14,7 @@ import (
 
 	"github.com/proctor-sandbox/proctor/internal/answerscan"
 	"github.com/proctor-sandbox/proctor/internal/gateway"
+	"github.com/proctor-sandbox/proctor/internal/recipe"
 )
 
 // ViolationSmuggledAnswer: a distinctive fragment of the task's hidden
@@ -27,11 +31,18 @@ const ViolationSmuggledAnswer = "smuggled_answer"
 type AnswersRef struct {
 	Fragments int                  `json:"fragments"`
 	AgentDir  answerscan.TreeStats `json:"agent_dir"`
-	Requests  int                  `json:"requests"`
+	// AgentLayer is what was read of the agent's installed layer, and
+	// LayerCached whether that search was kept from an earlier trial of
+	// the same task and layer (absent without a layer).
+	AgentLayer  *answerscan.TreeStats `json:"agent_layer,omitempty"`
+	LayerCached bool                  `json:"agent_layer_cached,omitempty"`
+	Requests    int                   `json:"requests"`
 }
 
 // searchAnswers indexes the task's hidden material and searches what the
-// agent brought before it runs: its directory and its command. Its model
+// agent brought before it runs: its installed layer (first, so that what
+// is found there depends on nothing else, and is kept), its directory and
+// its command. Its model
 // requests are searched as they are made (inspector), its violations
 // recorded after the agent phase (answersDone). The oracle, and the run
 // that learns the tooling from it, are not searched: they are given the
@@ -51,6 +62,9 @@ func (r *runner) searchAnswers() error {
 	}
 	r.answers = x.NewScan()
 	r.v.Answers = &AnswersRef{Fragments: x.Len()}
+	if err := r.searchLayer(); err != nil {
+		return fmt.Errorf("searching the agent's layer for the hidden answers: %w", err)
+	}
 	if r.o.AgentDir != "" {
 		if r.v.Answers.AgentDir, err = r.answers.Tree(r.o.AgentDir, AgentDirPath, answerscan.Limits{}); err != nil {
 			return fmt.Errorf("searching --agent-dir for the hidden answers: %w", err)
@@ -65,6 +79,42 @@ func (r *runner) searchAnswers() error {
 // hiddenLimits bound what is indexed of a task's tests and solution: a
 // large fixture is indexed in part.
 var hiddenLimits = answerscan.Limits{Files: 10_000, FileBytes: 8 << 20, TotalBytes: 64 << 20}
+
+// searchLayer searches the agent's installed layer, or restores the
+// search an earlier trial of the same layer and index kept under the cache
+// directory (answers/): a layer is immutable, named by its digest, and
+// hundreds of megabytes.
+func (r *runner) searchLayer() error {
+	l := r.o.AgentLayer
+	if l == nil {
+		return nil
+	}
+	var kept string
+	if r.o.CacheDir != "" {
+		sum := sha256.Sum256([]byte(l.Digest + "\n" + r.answers.Index().Digest()))
+		kept = filepath.Join(r.o.CacheDir, "answers", hex.EncodeToString(sum[:])+".json")
+		if data, err := os.ReadFile(kept); err == nil {
+			var res answerscan.TreeResult
+			if json.Unmarshal(data, &res) == nil && r.answers.Restore(res) == nil {
+				r.v.Answers.AgentLayer, r.v.Answers.LayerCached = &res.Stats, true
+				return nil
+			}
+		}
+	}
+	res, err := r.answers.TreeResult(l.Dir, recipe.LayerPath, answerscan.Limits{})
+	if err != nil {
+		return err
+	}
+	r.v.Answers.AgentLayer = &res.Stats
+	if kept == "" {
+		return nil
+	}
+	data, err := json.Marshal(res)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(kept, data) // tooling.go's
+}
 
 // answerMaterial is the task's hidden material (its tests but the
 // expected test ids, its solution) and what the agent is given: the

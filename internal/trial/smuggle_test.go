@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/proctor-sandbox/proctor/internal/gateway"
 	"github.com/proctor-sandbox/proctor/internal/task"
@@ -216,4 +217,38 @@ func TestSmuggledAnswerInModelRequest(t *testing.T) {
 type openTask struct {
 	*task.Task
 	solution string
+}
+
+// An installed agent layer that carries the answer (in a package's notes,
+// inside a binary) is searched like the agent's directory, first; the
+// search is kept for the next trial of the same task and layer, which
+// finds the same.
+func TestSmuggledAnswerInAgentLayer(t *testing.T) {
+	tk := exampleTask(t, "py-bugfix")
+	fix := `raise ValueError("mean of an empty list")`
+	assertion := `self.assertTrue(math.isclose(float(out), want, rel_tol=1e-9), f"mean({xs}) printed {out!r}, want {want}")`
+	dir := writeDir(t, map[string]string{
+		"node_modules/helper/README.md": "# helper\n\nUsage:\n\n    " + fix + "\n",
+		"bin/helper":                    "\x7fELF\x02\x01\x01\x00" + strings.Repeat("\x00\x03", 64) + assertion + "\x00\x00",
+	})
+	digest := fmt.Sprintf("sha256:%064x", time.Now().UnixNano()) // a layer no trial searched before
+	layer := &AgentLayer{Dir: dir, Recipe: "test", RecipeDigest: digest, Digest: digest}
+	want := []Violation{
+		{Kind: ViolationSmuggledAnswer, Path: "/proctor/agent/bin/helper",
+			Detail: fmt.Sprintf("tests/test_stats.py:%d (1 line, 98 characters)", lineOf(t, tk.Dir, "tests/test_stats.py", assertion))},
+		{Kind: ViolationSmuggledAnswer, Path: "/proctor/agent/node_modules/helper/README.md:5",
+			Detail: fmt.Sprintf("solution/solve.sh:%d (1 line, 36 characters)", lineOf(t, tk.Dir, "solution/solve.sh", fix))},
+	}
+	for i, cached := range []bool{false, true} {
+		requireRoot(t)
+		out := filepath.Join(t.TempDir(), "out")
+		v, err := Run(context.Background(), Options{Task: tk, Agent: "true", AgentLayer: layer, Out: out, CacheDir: sharedCache, Key: testKey})
+		if err != nil {
+			t.Fatalf("trial %d: %v", i, err)
+		}
+		if v.Status != StatusCompromised || !reflect.DeepEqual(v.Violations, want) || v.Answers == nil ||
+			v.Answers.AgentLayer == nil || v.Answers.AgentLayer.Files != 2 || v.Answers.AgentLayer.Binary != 1 || v.Answers.LayerCached != cached {
+			t.Fatalf("trial %d: status %s violations:\n%s\nanswers %+v (layer %+v)\nwant:\n%+v", i, v.Status, violations(v), v.Answers, v.Answers.AgentLayer, want)
+		}
+	}
 }
