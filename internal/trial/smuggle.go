@@ -26,8 +26,8 @@ const ViolationSmuggledAnswer = "smuggled_answer"
 
 // AnswersRef is what was searched for the task's hidden answers
 // (internal/answerscan): how many distinctive fragments the tests and
-// solution have, what was read of the agent's directory, and how many
-// model requests were searched.
+// solution have, what was read of the agent's layer and directory, and
+// how many model requests were searched.
 type AnswersRef struct {
 	Fragments int                  `json:"fragments"`
 	AgentDir  answerscan.TreeStats `json:"agent_dir"`
@@ -42,11 +42,10 @@ type AnswersRef struct {
 // searchAnswers indexes the task's hidden material and searches what the
 // agent brought before it runs: its installed layer (first, so that what
 // is found there depends on nothing else, and is kept), its directory and
-// its command. Its model
-// requests are searched as they are made (inspector), its violations
-// recorded after the agent phase (answersDone). The oracle, and the run
-// that learns the tooling from it, are not searched: they are given the
-// answer.
+// its command. Its model requests are searched as they are made
+// (inspector), their violations recorded after the agent phase
+// (answersDone). The oracle, and the run that learns the tooling from it,
+// are not searched: they are given the answer.
 func (r *runner) searchAnswers() error {
 	if r.o.Solution || r.learn != nil {
 		return nil
@@ -158,7 +157,12 @@ func (r *runner) answerMaterial() (answerscan.Material, error) {
 		case de.IsDir():
 			m.GivenTrees = append(m.GivenTrees, p)
 		case de.Type().IsRegular():
-			data, err := os.ReadFile(p)
+			f, err := os.Open(p)
+			if err != nil {
+				return m, err
+			}
+			data, err := io.ReadAll(io.LimitReader(f, hiddenLimits.FileBytes)) // a large data file, in part
+			f.Close()
 			if err != nil {
 				return m, err
 			}
