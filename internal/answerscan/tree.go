@@ -75,7 +75,7 @@ func walkTree(root string, lim Limits, skipGit bool, fn func(rel string, c chunk
 		return st, err
 	}
 	defer r.Close()
-	buf := make([]byte, chunkBytes+overlapBytes)
+	var buf []byte // grown to the largest chunk read so far, and its overlap
 	err = fs.WalkDir(r.FS(), ".", func(rel string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if rel == "." {
@@ -98,7 +98,7 @@ func walkTree(root string, lim Limits, skipGit bool, fn func(rel string, c chunk
 			st.LeftOut++
 			return nil
 		}
-		f, err := openRegular(r, rel)
+		f, size, err := openRegular(r, rel)
 		if err != nil {
 			st.Skipped++
 			return nil
@@ -106,11 +106,14 @@ func walkTree(root string, lim Limits, skipGit bool, fn func(rel string, c chunk
 		defer f.Close()
 		st.Files++
 		limit := min(lim.FileBytes, lim.TotalBytes-st.Bytes)
+		if need := int(min(chunkBytes, limit, size+1)) + overlapBytes; len(buf) < need {
+			buf = make([]byte, need)
+		}
 		c := chunk{line: 1}
 		var read int64
 		keep := 0 // bytes carried from the chunk before
 		for c.first = true; ; c.first = false {
-			n, rerr := io.ReadFull(f, buf[keep:keep+int(min(chunkBytes, limit-read))])
+			n, rerr := io.ReadFull(f, buf[keep:keep+int(min(int64(len(buf)-keep), chunkBytes, limit-read))])
 			read += int64(n)
 			data := buf[:keep+n]
 			if c.first {
@@ -150,11 +153,12 @@ func walkTree(root string, lim Limits, skipGit bool, fn func(rel string, c chunk
 }
 
 // openRegular opens rel beneath r for reading if it is a regular file: not
-// through a symbolic link, never blocking on a fifo put in its place.
-func openRegular(r *os.Root, rel string) (*os.File, error) {
+// through a symbolic link, never blocking on a fifo put in its place. It
+// returns its size.
+func openRegular(r *os.Root, rel string) (*os.File, int64, error) {
 	f, err := r.OpenFile(rel, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	fi, err := f.Stat()
 	if err == nil && !fi.Mode().IsRegular() {
@@ -162,9 +166,9 @@ func openRegular(r *os.Root, rel string) (*os.File, error) {
 	}
 	if err != nil {
 		f.Close()
-		return nil, err
+		return nil, 0, err
 	}
-	return f, nil
+	return f, fi.Size(), nil
 }
 
 // printableRuns keeps the runs of at least minRun printable ASCII bytes
