@@ -213,3 +213,30 @@ func TestCatalogWith(t *testing.T) {
 		t.Errorf("an unpinned user recipe: %v", err)
 	}
 }
+
+// A pinned recipe pins what it runs: the integrity of the package its
+// executable lies in (Claude Code's and Codex's platform packages, not
+// only their launchers), or a registry could serve another binary under
+// the pinned version and the install would take it.
+func TestShippedRecipesPinTheirExecutable(t *testing.T) {
+	c, err := Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range c.Names() {
+		r, _ := c.Lookup(name)
+		rest, ok := strings.CutPrefix(r.Package.Bin, "node_modules/")
+		if !ok {
+			t.Errorf("%s: bin %s is not in a package", name, r.Package.Bin)
+			continue
+		}
+		parts := strings.SplitN(rest, "/", 3)
+		pkg := parts[0]
+		if strings.HasPrefix(pkg, "@") && len(parts) > 1 {
+			pkg += "/" + parts[1]
+		}
+		if r.Pinned()[pkg] == "" {
+			t.Errorf("%s: runs %s from %s, whose integrity it does not pin (it pins %v)", name, r.Package.Bin, pkg, r.Pinned())
+		}
+	}
+}
