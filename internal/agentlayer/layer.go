@@ -50,10 +50,10 @@ func Dir(cacheDir string, r *recipe.Recipe) string {
 // which must have tree digest want: for a replay, which names the layer by
 // its recipe's digest and its own.
 func LookupDigest(cacheDir, recipeDigest, want string) (*Layer, error) {
-	hexd, ok := strings.CutPrefix(recipeDigest, "sha256:")
-	if !ok || len(hexd) != 64 || strings.Trim(hexd, "0123456789abcdef") != "" {
+	if !isDigest(recipeDigest) {
 		return nil, fmt.Errorf("%w: recipe digest %q", ErrLayer, recipeDigest)
 	}
+	hexd := strings.TrimPrefix(recipeDigest, "sha256:")
 	dir := filepath.Join(cacheDir, "agents", hexd)
 	data, err := os.ReadFile(filepath.Join(dir, "layer.json"))
 	if err != nil {
@@ -73,6 +73,12 @@ func LookupDigest(cacheDir, recipeDigest, want string) (*Layer, error) {
 	return &l, nil
 }
 
+// isDigest reports "sha256:" and 64 lower-case hex digits.
+func isDigest(s string) bool {
+	hexd, ok := strings.CutPrefix(s, "sha256:")
+	return ok && len(hexd) == 64 && strings.Trim(hexd, "0123456789abcdef") == ""
+}
+
 // Lookup returns r's installed layer, or (nil, nil) when there is none.
 // A manifest that does not parse or names another recipe is an error: the
 // cache was tampered with or is of another version.
@@ -89,7 +95,7 @@ func Lookup(cacheDir string, r *recipe.Recipe) (*Layer, error) {
 	if err := json.Unmarshal(data, &l); err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, "layer.json"), err)
 	}
-	if l.Schema != Schema || l.RecipeDigest != r.Digest() || l.Recipe != r.Name || l.Package != r.Package.NPM || l.Version != r.Package.Version || !strings.HasPrefix(l.Digest, "sha256:") {
+	if l.Schema != Schema || l.RecipeDigest != r.Digest() || l.Recipe != r.Name || l.Package != r.Package.NPM || l.Version != r.Package.Version || !isDigest(l.Digest) {
 		return nil, fmt.Errorf("%w: %s: not a layer of recipe %s (%s)", ErrLayer, filepath.Join(dir, "layer.json"), r.Name, r.Digest())
 	}
 	l.Dir = filepath.Join(dir, "layer")
