@@ -70,7 +70,7 @@ func cachedLayer(t *testing.T, cache string, r *recipe.Recipe, edit func(*Layer)
 		t.Fatal(err)
 	}
 	l := &Layer{Schema: Schema, Recipe: r.Name, Package: r.Package.NPM, Version: r.Package.Version, RecipeDigest: r.Digest(), Digest: digest,
-		Logs: r.Logs, ReplayIgnore: r.ReplayIgnore}
+		Logs: r.Logs, ReplayIgnore: r.ReplayIgnore, Spec: r}
 	edit(l)
 	data, err := json.Marshal(l)
 	if err != nil {
