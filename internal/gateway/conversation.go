@@ -23,15 +23,28 @@ import (
 // The leading lines of a tool result that match one of ignore (a CLI's own
 // header on a result: a random chunk id, the wall time) are left out.
 func conversationKey(body []byte, sum string, ignore []*regexp.Regexp) string {
-	var req struct {
-		Model    string            `json:"model"`
-		Messages []json.RawMessage `json:"messages"`
-		Input    json.RawMessage   `json:"input"`
-		Tools    []json.RawMessage `json:"tools"`
-	}
-	if json.Unmarshal(body, &req) != nil {
+	// Fields by their exact names, as the provider reads them (a struct
+	// would take "MODEL" or "Input" for them too).
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
 		return "body:" + sum
 	}
+	var req struct {
+		Model    string
+		Messages []json.RawMessage
+		Input    json.RawMessage
+		Tools    []json.RawMessage
+	}
+	if raw, ok := top["model"]; ok && json.Unmarshal(raw, &req.Model) != nil {
+		return "body:" + sum
+	}
+	if raw, ok := top["messages"]; ok && json.Unmarshal(raw, &req.Messages) != nil {
+		return "body:" + sum
+	}
+	if raw, ok := top["tools"]; ok && json.Unmarshal(raw, &req.Tools) != nil {
+		return "body:" + sum
+	}
+	req.Input = top["input"]
 	var parts []any
 	add := func(kind string, v ...any) { parts = append(parts, append([]any{kind}, v...)) }
 	var walkBlocks func(raw json.RawMessage)
