@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -66,6 +67,19 @@ func conversationKey(body []byte, sum string, ignore []*regexp.Regexp) string {
 				add(typ, string(it["name"]), canonical(it["arguments"]), canonical(it["input"]), canonical(it["action"]))
 			case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
 				add(typ, filtered(it["output"], ignore))
+			default:
+				// Any other call or its outcome (apply_patch_call_output,
+				// shell_call_output, mcp_call, mcp_tool_result, a server
+				// tool's result ...) is something the agent observed:
+				// the whole item, less its ids.
+				if hasAnySuffix(typ, "_call", "_use", "_output", "_result") {
+					rest := maps.Clone(it)
+					for _, k := range []string{"id", "call_id", "tool_use_id"} {
+						delete(rest, k)
+					}
+					b, _ := json.Marshal(rest)
+					add(typ, filtered(b, ignore))
+				}
 			}
 			if role == "tool" { // chat completions
 				add("tool", filtered(it["content"], ignore))
@@ -132,6 +146,10 @@ func filtered(raw json.RawMessage, ignore []*regexp.Regexp) string {
 	}
 	b, _ := json.Marshal(walk(v))
 	return string(b)
+}
+
+func hasAnySuffix(s string, suffixes ...string) bool {
+	return slices.ContainsFunc(suffixes, func(x string) bool { return strings.HasSuffix(s, x) })
 }
 
 // canonical is raw JSON re-encoded (objects' keys sorted, no spaces), or
