@@ -125,11 +125,22 @@ func filtered(raw json.RawMessage, ignore []*regexp.Regexp) string {
 	walk = func(v any) any {
 		switch x := v.(type) {
 		case string:
-			// Only the leading lines: a header of the CLI's, never the
-			// output that follows it.
+			// Only the leading lines, each pattern at most one: a header
+			// of the CLI's, never the output that follows it (a
+			// pattern that matches any line takes one line, not all).
 			lines := strings.Split(x, "\n")
+			used := make([]bool, len(ignore))
+			header := func(line string) bool {
+				for j, re := range ignore {
+					if !used[j] && re.MatchString(line) {
+						used[j] = true
+						return true
+					}
+				}
+				return false
+			}
 			i := 0
-			for i < len(lines) && slices.ContainsFunc(ignore, func(re *regexp.Regexp) bool { return re.MatchString(lines[i]) }) {
+			for i < len(lines) && header(lines[i]) {
 				i++
 			}
 			return strings.Join(lines[i:], "\n")

@@ -36,7 +36,8 @@ type Recipe struct {
 	// ReplayIgnore are regular expressions (RE2) of the lines a CLI puts at
 	// the head of each tool result that differ from run to run (a random
 	// id, the wall time): a replay leaves them out when it matches the
-	// agent's requests to the recorded ones.
+	// agent's requests to the recorded ones. Each pattern leaves out at
+	// most one leading line of a result.
 	ReplayIgnore []string `toml:"replay_ignore" json:"replay_ignore,omitempty"`
 
 	// Source says where the recipe came from ("built in" or a config
