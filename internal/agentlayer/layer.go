@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -237,6 +238,15 @@ func packagesOf(lock []byte, r *recipe.Recipe, installed func(path string) bool)
 		}
 		if p := pinned[name]; p != "" && got.Integrity != p {
 			return nil, &IntegrityError{Package: name + "@" + version, Want: p, Got: got.Integrity}
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(r.Package.Pins)) {
+		i := slices.IndexFunc(out, func(p Package) bool { return p.Path == "node_modules/"+name })
+		if i < 0 {
+			return nil, fmt.Errorf("%w: %s, which the recipe pins, was not installed", ErrLayer, name)
+		}
+		if want := r.Package.Pins[name]; out[i].Integrity != want {
+			return nil, &IntegrityError{Package: name + "@" + out[i].Version, Want: want, Got: out[i].Integrity}
 		}
 	}
 	return out, nil

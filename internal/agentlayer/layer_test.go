@@ -153,3 +153,20 @@ func TestLookupRefusesChangedTree(t *testing.T) {
 		t.Errorf("LookupDigest: a changed tree was handed out under digest %s", l.Digest)
 	}
 }
+
+// The platform package a recipe pins (the binary it runs) is checked as
+// the launcher is: other bytes under it are refused.
+func TestPackagesOfPins(t *testing.T) {
+	r := &recipe.Recipe{Name: "codex", Package: recipe.Package{NPM: "@openai/codex", Version: "0.169.0", Integrity: pinned,
+		Pins: map[string]string{"@openai/codex-linux-x64": pinned}}}
+	lock := []byte(`{"lockfileVersion": 3, "packages": {"": {},
+		"node_modules/@openai/codex": {"version": "0.169.0", "integrity": "` + pinned + `"},
+		"node_modules/@openai/codex-linux-x64": {"name": "@openai/codex", "version": "0.169.0-linux-x64", "integrity": "` + other + `"}}}`)
+	var ie *IntegrityError
+	if _, err := packagesOf(lock, r, func(string) bool { return true }); !errors.As(err, &ie) {
+		t.Errorf("other bytes under the pinned platform package: %v", err)
+	}
+	if _, err := packagesOf(lock, r, func(p string) bool { return !strings.HasSuffix(p, "-linux-x64") }); err == nil {
+		t.Errorf("the pinned platform package, not installed: accepted")
+	}
+}

@@ -240,3 +240,16 @@ func TestShippedRecipesPinTheirExecutable(t *testing.T) {
 		}
 	}
 }
+
+// A recipe that pins its package must pin the one its executable lies in.
+func TestValidateBinPinned(t *testing.T) {
+	r := &Recipe{Name: "x", Providers: []string{"openai"}, Args: []string{"{instruction}"},
+		Package: Package{NPM: "x", Version: "1.0.0", Integrity: "sha512-" + strings.Repeat("A", 86) + "==", Bin: "node_modules/x-linux-x64/bin/x"}}
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "package.bin") {
+		t.Errorf("an executable in an unpinned package: %v", err)
+	}
+	r.Package.Pins = map[string]string{"x-linux-x64": r.Package.Integrity}
+	if err := r.Validate(); err != nil {
+		t.Errorf("pinned: %v", err)
+	}
+}
