@@ -29,5 +29,7 @@
 //     install reach anything but the registry;
 //   - keep a layer whose packages differ from the recipe's pinned
 //     integrity, or a half-installed one;
-//   - hand out a layer whose manifest does not name the recipe asked for.
+//   - hand out a layer whose manifest does not name the recipe asked for,
+//     does not carry that recipe, or whose tree is not the one its
+//     manifest's digest names (the cache is anyone's who can write it).
 package agentlayer

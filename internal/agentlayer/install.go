@@ -205,7 +205,7 @@ func install(ctx context.Context, r *recipe.Recipe, o Options, dir string) (*Lay
 		return nil, fmt.Errorf("digesting the layer: %w", err)
 	}
 	l := &Layer{Schema: Schema, Recipe: r.Name, Package: r.Package.NPM, Version: r.Package.Version, RecipeDigest: r.Digest(), Digest: digest, Registry: reg.Redacted(),
-		Packages: pkgs, Logs: r.Logs, ReplayIgnore: r.ReplayIgnore, Installed: time.Now().UTC().Format(time.RFC3339)}
+		Packages: pkgs, Logs: r.Logs, ReplayIgnore: r.ReplayIgnore, Installed: time.Now().UTC().Format(time.RFC3339), Spec: r}
 	data, err := json.MarshalIndent(l, "", "  ")
 	if err != nil {
 		return nil, err

@@ -1,11 +1,15 @@
 package agentlayer
 
 import (
+	"encoding/json"
 	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/proctor-sandbox/proctor/internal/recipe"
+	"github.com/proctor-sandbox/proctor/internal/task"
 )
 
 const pinned = "sha512-KhzYlkKPxoNssR8CEm45IjqnFWn7UtlF4CiD3tOJPea51xBs7MaHy0UQG9GSbCqk6Lrjn5QdJDV0QD1/FgWlGw=="
@@ -46,5 +50,123 @@ func TestPackagesOf(t *testing.T) {
 		if _, err := packagesOf([]byte(tc.lock), r, all); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want an error with %q", tc.name, err, tc.want)
 		}
+	}
+}
+
+// cachedLayer writes a layer of r into cache as an install leaves it,
+// with its manifest edited by edit, and returns the layer's tree.
+func cachedLayer(t *testing.T, cache string, r *recipe.Recipe, edit func(*Layer)) string {
+	t.Helper()
+	dir := Dir(cache, r)
+	bin := filepath.Join(dir, "layer", filepath.FromSlash(r.Package.Bin))
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho agent\n"), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	digest, err := task.Digest(filepath.Join(dir, "layer"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &Layer{Schema: Schema, Recipe: r.Name, Package: r.Package.NPM, Version: r.Package.Version, RecipeDigest: r.Digest(), Digest: digest,
+		Logs: r.Logs, ReplayIgnore: r.ReplayIgnore, Spec: r}
+	edit(l)
+	data, err := json.Marshal(l)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "layer.json"), data, 0o444); err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Join(dir, "layer")
+}
+
+func testRecipe() *recipe.Recipe {
+	return &recipe.Recipe{Name: "codex", Providers: []string{"openai"}, Args: []string{"{instruction}"},
+		Package: recipe.Package{NPM: "@openai/codex", Version: "0.169.0", Integrity: pinned, Bin: "node_modules/@openai/codex/bin/codex"},
+		Logs:    []string{"/tmp/proctor-agent/codex"}, ReplayIgnore: []string{`^Chunk ID: [0-9a-f]+$`}}
+}
+
+// A manifest in the cache is read, not trusted: a digest that is not one
+// is refused, never cut short (proctor agent ls printed its first 19
+// bytes).
+func TestLookupRefusesMalformedDigest(t *testing.T) {
+	r := testRecipe()
+	for _, d := range []string{"sha256:", "sha256:x", "sha256:" + strings.Repeat("g", 64)} {
+		cache := t.TempDir()
+		cachedLayer(t, cache, r, func(l *Layer) { l.Digest = d })
+		if l, err := Lookup(cache, r); err == nil {
+			t.Errorf("digest %q: accepted (%+v)", d, l)
+		}
+	}
+}
+
+// The manifest's log directories and replay_ignore patterns are the
+// recipe's, whose digest names the layer: a manifest that says otherwise
+// (a catch-all replay_ignore, which would make any replay match) is not
+// the recipe's layer, whether looked up by recipe or, for a replay, by
+// digest alone.
+func TestLookupRefusesManifestNotOfItsRecipe(t *testing.T) {
+	r := testRecipe()
+	for name, edit := range map[string]func(*Layer){
+		"replay_ignore": func(l *Layer) { l.ReplayIgnore = []string{`^.*$`} },
+		"logs":          func(l *Layer) { l.Logs = []string{"/tmp/other"} },
+	} {
+		t.Run(name, func(t *testing.T) {
+			cache := t.TempDir()
+			cachedLayer(t, cache, r, edit)
+			if _, err := Lookup(cache, r); err == nil {
+				t.Errorf("Lookup: a manifest whose %s is not the recipe's was accepted", name)
+			}
+			good := t.TempDir()
+			tree := cachedLayer(t, good, r, func(*Layer) {})
+			want, _ := task.Digest(tree)
+			bad := t.TempDir()
+			cachedLayer(t, bad, r, edit)
+			if _, err := LookupDigest(bad, r.Digest(), want); err == nil {
+				t.Errorf("LookupDigest: a manifest whose %s is not the recipe's was accepted", name)
+			}
+		})
+	}
+}
+
+// The layer's digest goes into every verdict and bundle: a tree changed
+// in the cache after it was installed (the executable replaced) is not
+// the layer the manifest names.
+func TestLookupRefusesChangedTree(t *testing.T) {
+	r := testRecipe()
+	cache := t.TempDir()
+	tree := cachedLayer(t, cache, r, func(*Layer) {})
+	want, _ := task.Digest(tree)
+	bin := filepath.Join(tree, filepath.FromSlash(r.Package.Bin))
+	if err := os.Chmod(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bin, []byte("#!/bin/sh\necho trojan\n"), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	if l, err := Lookup(cache, r); err == nil {
+		t.Errorf("Lookup: a changed tree was handed out under digest %s", l.Digest)
+	}
+	if l, err := LookupDigest(cache, r.Digest(), want); err == nil {
+		t.Errorf("LookupDigest: a changed tree was handed out under digest %s", l.Digest)
+	}
+}
+
+// The platform package a recipe pins (the binary it runs) is checked as
+// the launcher is: other bytes under it are refused.
+func TestPackagesOfPins(t *testing.T) {
+	r := &recipe.Recipe{Name: "codex", Package: recipe.Package{NPM: "@openai/codex", Version: "0.169.0", Integrity: pinned,
+		Pins: map[string]string{"@openai/codex-linux-x64": pinned}}}
+	lock := []byte(`{"lockfileVersion": 3, "packages": {"": {},
+		"node_modules/@openai/codex": {"version": "0.169.0", "integrity": "` + pinned + `"},
+		"node_modules/@openai/codex-linux-x64": {"name": "@openai/codex", "version": "0.169.0-linux-x64", "integrity": "` + other + `"}}}`)
+	var ie *IntegrityError
+	if _, err := packagesOf(lock, r, func(string) bool { return true }); !errors.As(err, &ie) {
+		t.Errorf("other bytes under the pinned platform package: %v", err)
+	}
+	if _, err := packagesOf(lock, r, func(p string) bool { return !strings.HasSuffix(p, "-linux-x64") }); err == nil {
+		t.Errorf("the pinned platform package, not installed: accepted")
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"maps"
 	"regexp"
 	"slices"
 	"strings"
@@ -23,15 +24,28 @@ import (
 // The leading lines of a tool result that match one of ignore (a CLI's own
 // header on a result: a random chunk id, the wall time) are left out.
 func conversationKey(body []byte, sum string, ignore []*regexp.Regexp) string {
-	var req struct {
-		Model    string            `json:"model"`
-		Messages []json.RawMessage `json:"messages"`
-		Input    json.RawMessage   `json:"input"`
-		Tools    []json.RawMessage `json:"tools"`
-	}
-	if json.Unmarshal(body, &req) != nil {
+	// Fields by their exact names, as the provider reads them (a struct
+	// would take "MODEL" or "Input" for them too).
+	var top map[string]json.RawMessage
+	if json.Unmarshal(body, &top) != nil {
 		return "body:" + sum
 	}
+	var req struct {
+		Model    string
+		Messages []json.RawMessage
+		Input    json.RawMessage
+		Tools    []json.RawMessage
+	}
+	if raw, ok := top["model"]; ok && json.Unmarshal(raw, &req.Model) != nil {
+		return "body:" + sum
+	}
+	if raw, ok := top["messages"]; ok && json.Unmarshal(raw, &req.Messages) != nil {
+		return "body:" + sum
+	}
+	if raw, ok := top["tools"]; ok && json.Unmarshal(raw, &req.Tools) != nil {
+		return "body:" + sum
+	}
+	req.Input = top["input"]
 	var parts []any
 	add := func(kind string, v ...any) { parts = append(parts, append([]any{kind}, v...)) }
 	var walkBlocks func(raw json.RawMessage)
@@ -53,6 +67,19 @@ func conversationKey(body []byte, sum string, ignore []*regexp.Regexp) string {
 				add(typ, string(it["name"]), canonical(it["arguments"]), canonical(it["input"]), canonical(it["action"]))
 			case "function_call_output", "custom_tool_call_output", "local_shell_call_output":
 				add(typ, filtered(it["output"], ignore))
+			default:
+				// Any other call or its outcome (apply_patch_call_output,
+				// shell_call_output, mcp_call, mcp_tool_result, a server
+				// tool's result ...) is something the agent observed:
+				// the whole item, less its ids.
+				if hasAnySuffix(typ, "_call", "_use", "_output", "_result") {
+					rest := maps.Clone(it)
+					for _, k := range []string{"id", "call_id", "tool_use_id"} {
+						delete(rest, k)
+					}
+					b, _ := json.Marshal(rest)
+					add(typ, filtered(b, ignore))
+				}
 			}
 			if role == "tool" { // chat completions
 				add("tool", filtered(it["content"], ignore))
@@ -98,11 +125,22 @@ func filtered(raw json.RawMessage, ignore []*regexp.Regexp) string {
 	walk = func(v any) any {
 		switch x := v.(type) {
 		case string:
-			// Only the leading lines: a header of the CLI's, never the
-			// output that follows it.
+			// Only the leading lines, each pattern at most one: a header
+			// of the CLI's, never the output that follows it (a
+			// pattern that matches any line takes one line, not all).
 			lines := strings.Split(x, "\n")
+			used := make([]bool, len(ignore))
+			header := func(line string) bool {
+				for j, re := range ignore {
+					if !used[j] && re.MatchString(line) {
+						used[j] = true
+						return true
+					}
+				}
+				return false
+			}
 			i := 0
-			for i < len(lines) && slices.ContainsFunc(ignore, func(re *regexp.Regexp) bool { return re.MatchString(lines[i]) }) {
+			for i < len(lines) && header(lines[i]) {
 				i++
 			}
 			return strings.Join(lines[i:], "\n")
@@ -119,6 +157,10 @@ func filtered(raw json.RawMessage, ignore []*regexp.Regexp) string {
 	}
 	b, _ := json.Marshal(walk(v))
 	return string(b)
+}
+
+func hasAnySuffix(s string, suffixes ...string) bool {
+	return slices.ContainsFunc(suffixes, func(x string) bool { return strings.HasSuffix(s, x) })
 }
 
 // canonical is raw JSON re-encoded (objects' keys sorted, no spaces), or

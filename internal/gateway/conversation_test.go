@@ -152,3 +152,74 @@ func TestConversationKeyIgnoresFraming(t *testing.T) {
 		t.Error("output lines that look like framing were dropped")
 	}
 }
+
+// Every kind of tool output a request carries back is something the agent
+// observed: two requests that differ in one must not share a key, whatever
+// the API calls the item (Responses' apply_patch, shell, computer and MCP
+// calls; Anthropic's server and MCP tool results).
+func TestConversationKeySeesEveryToolOutput(t *testing.T) {
+	pairs := map[string][2]string{
+		"apply_patch_call_output": {
+			`{"model":"m","input":[{"type":"apply_patch_call_output","call_id":"c1","status":"completed","output":"patched"}]}`,
+			`{"model":"m","input":[{"type":"apply_patch_call_output","call_id":"c1","status":"failed","output":"no such file"}]}`},
+		"shell_call_output": {
+			`{"model":"m","input":[{"type":"shell_call_output","call_id":"c1","output":[{"stdout":"tests pass","stderr":""}]}]}`,
+			`{"model":"m","input":[{"type":"shell_call_output","call_id":"c1","output":[{"stdout":"SECRET from /tests","stderr":""}]}]}`},
+		"mcp_call": {
+			`{"model":"m","input":[{"type":"mcp_call","name":"read","arguments":"{}","output":"one"}]}`,
+			`{"model":"m","input":[{"type":"mcp_call","name":"read","arguments":"{}","output":"two"}]}`},
+		"mcp_tool_result": {
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"mcp_tool_result","tool_use_id":"t1","content":[{"type":"text","text":"one"}]}]}]}`,
+			`{"model":"m","messages":[{"role":"user","content":[{"type":"mcp_tool_result","tool_use_id":"t1","content":[{"type":"text","text":"two"}]}]}]}`},
+	}
+	for name, p := range pairs {
+		if conversationKey([]byte(p[0]), "a", nil) == conversationKey([]byte(p[1]), "b", nil) {
+			t.Errorf("%s: two different tool outputs share a conversation key", name)
+		}
+	}
+}
+
+// The key reads a request's fields as the provider does, by their exact
+// names: a "MODEL" or "Input" beside "model" or "input", which the
+// provider ignores, must not stand in for them.
+func TestConversationKeyExactFieldNames(t *testing.T) {
+	for name, p := range map[string][2]string{
+		"model": {`{"model":"gpt-5","MODEL":"gpt-5-mini"}`, `{"model":"gpt-5-mini"}`},
+		"input": {`{"model":"m","input":[{"type":"function_call_output","output":"seen"}],"Input":[{"type":"function_call_output","output":"other"}]}`,
+			`{"model":"m","input":[{"type":"function_call_output","output":"other"}]}`},
+	} {
+		if conversationKey([]byte(p[0]), "a", nil) == conversationKey([]byte(p[1]), "b", nil) {
+			t.Errorf("%s: a field the provider ignores decided the key", name)
+		}
+	}
+}
+
+// replay_ignore drops a CLI's header lines, never the output: a pattern
+// that matches any line (a recipe's '^.*$') takes at most one line of
+// each result, so results that differ still differ.
+func TestConversationKeyIgnoreTakesOneLineAPattern(t *testing.T) {
+	ignore := []*regexp.Regexp{regexp.MustCompile(`^.*$`)}
+	a := `{"model":"m","input":[{"type":"function_call_output","output":"Chunk ID: 1\nall tests pass"}]}`
+	b := `{"model":"m","input":[{"type":"function_call_output","output":"Chunk ID: 1\nFAILED: 3 tests"}]}`
+	if conversationKey([]byte(a), "a", ignore) == conversationKey([]byte(b), "b", ignore) {
+		t.Errorf("a catch-all replay_ignore pattern hid the whole tool result")
+	}
+	c := `{"model":"m","input":[{"type":"function_call_output","output":"Chunk ID: 2\nall tests pass"}]}`
+	if conversationKey([]byte(a), "a", ignore) != conversationKey([]byte(c), "c", ignore) {
+		t.Errorf("the header line was not left out")
+	}
+}
+
+// What a CLI attaches beside a tool result in the same message (Claude
+// Code's system reminders: "the file was modified, here are the
+// changes") is an observation of the environment too.
+func TestConversationKeySeesTextBesideToolResults(t *testing.T) {
+	body := func(note string) []byte {
+		return []byte(`{"model":"m","messages":[{"role":"user","content":"fix it"},` +
+			`{"role":"assistant","content":[{"type":"tool_use","id":"t1","name":"Bash","input":{"command":"make"}}]},` +
+			`{"role":"user","content":[{"type":"tool_result","tool_use_id":"t1","content":"ok"},{"type":"text","text":"<system-reminder>` + note + `</system-reminder>"}]}]}`)
+	}
+	if conversationKey(body("x.py was modified: def f(): return 1"), "a", nil) == conversationKey(body("x.py was modified: def f(): return 2"), "b", nil) {
+		t.Errorf("a reminder beside a tool result, which the agent observed, is not in the key")
+	}
+}

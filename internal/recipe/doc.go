@@ -23,6 +23,9 @@
 //	integrity = "sha512-…"
 //	bin = "node_modules/@anthropic-ai/claude-code-linux-x64/claude"
 //
+//	[package.pins]
+//	"@anthropic-ai/claude-code-linux-x64" = "sha512-…"
+//
 //	[env]
 //	CLAUDE_CONFIG_DIR = "/tmp/proctor-agent/claude"
 //
@@ -40,6 +43,8 @@
 //
 //   - accept a recipe whose version is not pinned (a range, a tag such as
 //     latest, a URL): the same recipe must install the same agent;
+//   - accept a pinned recipe whose executable lies in a package it does
+//     not pin (a platform package beside a pinned launcher);
 //   - accept a recipe whose provider cannot go through a gateway: the real
 //     key never enters the sandbox, so such an agent could not run;
 //   - accept unknown keys, or a log directory outside /tmp (what lies there

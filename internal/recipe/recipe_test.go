@@ -213,3 +213,43 @@ func TestCatalogWith(t *testing.T) {
 		t.Errorf("an unpinned user recipe: %v", err)
 	}
 }
+
+// A pinned recipe pins what it runs: the integrity of the package its
+// executable lies in (Claude Code's and Codex's platform packages, not
+// only their launchers), or a registry could serve another binary under
+// the pinned version and the install would take it.
+func TestShippedRecipesPinTheirExecutable(t *testing.T) {
+	c, err := Builtin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range c.Names() {
+		r, _ := c.Lookup(name)
+		rest, ok := strings.CutPrefix(r.Package.Bin, "node_modules/")
+		if !ok {
+			t.Errorf("%s: bin %s is not in a package", name, r.Package.Bin)
+			continue
+		}
+		parts := strings.SplitN(rest, "/", 3)
+		pkg := parts[0]
+		if strings.HasPrefix(pkg, "@") && len(parts) > 1 {
+			pkg += "/" + parts[1]
+		}
+		if r.Pinned()[pkg] == "" {
+			t.Errorf("%s: runs %s from %s, whose integrity it does not pin (it pins %v)", name, r.Package.Bin, pkg, r.Pinned())
+		}
+	}
+}
+
+// A recipe that pins its package must pin the one its executable lies in.
+func TestValidateBinPinned(t *testing.T) {
+	r := &Recipe{Name: "x", Providers: []string{"openai"}, Args: []string{"{instruction}"},
+		Package: Package{NPM: "x", Version: "1.0.0", Integrity: "sha512-" + strings.Repeat("A", 86) + "==", Bin: "node_modules/x-linux-x64/bin/x"}}
+	if err := r.Validate(); err == nil || !strings.Contains(err.Error(), "package.bin") {
+		t.Errorf("an executable in an unpinned package: %v", err)
+	}
+	r.Package.Pins = map[string]string{"x-linux-x64": r.Package.Integrity}
+	if err := r.Validate(); err != nil {
+		t.Errorf("pinned: %v", err)
+	}
+}

@@ -2,12 +2,15 @@ package trial
 
 import (
 	"bufio"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/proctor-sandbox/proctor/internal/bundle"
 	"github.com/proctor-sandbox/proctor/internal/recipe"
@@ -90,20 +93,27 @@ func (r *runner) layerBind() []sandbox.Bind {
 // left it in its /tmp (on scratch space s) into the bundle's artifact
 // agent-logs-NAME.tree and unpacks it under OUT/agent-logs/NAME for
 // reading. The tree is the agent's, so hostile: treearchive follows no
-// link and makes nothing but directories, files and links beneath OUT. A
-// directory the agent never made is skipped; a failure is recorded in the
-// timeline, never the trial's.
+// link and makes nothing but directories, files and links beneath OUT;
+// the directory itself is reached with no link on its way (the agent
+// could make /tmp/proctor-agent a link to a host directory). A directory
+// the agent never made is skipped; a failure is recorded in the timeline,
+// never the trial's.
 func (r *runner) collectAgentLogs(s *scratch) {
 	if r.o.AgentLayer == nil || s == nil {
 		return
 	}
 	seen := map[string]int{}
 	for _, d := range r.o.AgentLayer.Logs {
-		src := filepath.Join(s.dir, "tmp", strings.TrimPrefix(d, "/tmp/"))
-		fi, err := os.Lstat(src)
-		if err != nil || !fi.IsDir() {
+		rel := strings.TrimPrefix(d, "/tmp/")
+		switch err := dirBeneath(filepath.Join(s.dir, "tmp"), rel); {
+		case errors.Is(err, unix.ELOOP), errors.Is(err, unix.EXDEV):
+			// A link the agent made on the way: never followed.
+			r.event("agent.logs", detail("directory", d, "error", "a symbolic link on its path"))
+			continue
+		case err != nil:
 			continue
 		}
+		src := filepath.Join(s.dir, "tmp", rel)
 		name := path.Base(d)
 		if seen[name]++; seen[name] > 1 {
 			name = fmt.Sprintf("%s-%d", name, seen[name])
@@ -115,6 +125,27 @@ func (r *runner) collectAgentLogs(s *scratch) {
 		}
 		r.event("agent.logs", detail("directory", d, "artifact", "agent-logs-"+name+".tree"))
 	}
+}
+
+// dirBeneath reports whether rel is a directory beneath root with no
+// symbolic link on its way (every component is the agent's to replace):
+// nil, or the error of openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS.
+// The agent's processes are dead, so what it checks stays so while the
+// directory is packed.
+func dirBeneath(root, rel string) error {
+	rfd, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(rfd)
+	fd, err := unix.Openat2(rfd, rel, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_DIRECTORY | unix.O_NOFOLLOW | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_BENEATH | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | unix.RESOLVE_NO_XDEV,
+	})
+	if err != nil {
+		return err
+	}
+	return unix.Close(fd)
 }
 
 // Limits of one log directory of the agent's.
