@@ -54,10 +54,21 @@ func conversationKey(body []byte, sum string, ignore []*regexp.Regexp) string {
 		if json.Unmarshal(raw, &items) != nil {
 			return
 		}
+		// Text a CLI puts beside tool results in the same message (Claude
+		// Code's system reminders: "the file was modified, here are the
+		// changes") is an observation of the environment too.
+		beside := slices.ContainsFunc(items, func(it map[string]json.RawMessage) bool {
+			var typ string
+			_ = json.Unmarshal(it["type"], &typ)
+			return typ == "tool_result"
+		})
 		for _, it := range items {
 			var typ, role string
 			_ = json.Unmarshal(it["type"], &typ)
 			_ = json.Unmarshal(it["role"], &role)
+			if beside && typ == "text" {
+				add("beside", canonical(it["text"]))
+			}
 			switch typ {
 			case "tool_use", "server_tool_use":
 				add(typ, string(it["name"]), canonical(it["input"]))
