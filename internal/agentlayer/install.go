@@ -76,10 +76,16 @@ func install(ctx context.Context, r *recipe.Recipe, o Options, dir string) (*Lay
 	if err != nil {
 		return nil, err
 	}
-	logw := o.Log
-	if logw == nil {
-		logw = io.Discard
+	// npm's stdout and stderr and the proxy's decisions are written from
+	// goroutines of their own: one lock for the log and the tail.
+	var tail bytes.Buffer
+	out := o.Log
+	if out == nil {
+		out = io.Discard
 	}
+	var logMu sync.Mutex
+	logw := &lockedWriter{mu: &logMu, w: out}
+	both := &lockedWriter{mu: &logMu, w: io.MultiWriter(out, &tail)}
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), ".install-")
 	if err != nil {
 		return nil, err
@@ -140,7 +146,6 @@ func install(ctx context.Context, r *recipe.Recipe, o Options, dir string) (*Lay
 		// Node's own extra roots are.
 		env = append(env, "NODE_EXTRA_CA_CERTS="+ca)
 	}
-	var tail bytes.Buffer
 	spec := sandbox.Spec{
 		Rootfs: sandbox.RootfsHost,
 		Binds: []sandbox.Bind{
@@ -152,8 +157,8 @@ func install(ctx context.Context, r *recipe.Recipe, o Options, dir string) (*Lay
 		Env:      env,
 		Args:     args,
 		Limits:   sandbox.Limits{Pids: 4096, Timeout: timeout, OutputBytes: 16 << 20},
-		Stdout:   io.MultiWriter(logw, &tail),
-		Stderr:   io.MultiWriter(logw, &tail),
+		Stdout:   both,
+		Stderr:   both,
 		Listen:   []string{proxyAddr},
 		Serve: func(l []net.Listener) {
 			mu.Lock()
@@ -174,7 +179,9 @@ func install(ctx context.Context, r *recipe.Recipe, o Options, dir string) (*Lay
 		return nil, fmt.Errorf("installing %s: %w", strings.Join(r.Specs(), " "), err)
 	}
 	if res.ExitCode != 0 || res.TimedOut {
+		logMu.Lock()
 		msg := lastLine(tail.Bytes())
+		logMu.Unlock()
 		mu.Lock()
 		if len(denied) > 0 {
 			msg += "; the proxy refused " + strings.Join(denied, ", ")
@@ -318,4 +325,17 @@ func Remove(cacheDir string, r *recipe.Recipe) error {
 		return err
 	}
 	return os.RemoveAll(dir)
+}
+
+// lockedWriter serialises writes to w under mu (shared by writers of the
+// same underlying writers).
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
 }

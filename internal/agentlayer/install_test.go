@@ -56,16 +56,16 @@ func TestInstallShippedRecipes(t *testing.T) {
 			if err != nil || again.Digest != l.Digest {
 				t.Fatalf("a second Ensure installed again: %v", err)
 			}
-			var out bytes.Buffer
+			var out, errOut bytes.Buffer // apart: written from two goroutines
 			res, err := sandbox.Run(context.Background(), sandbox.Spec{
 				Rootfs: sandbox.RootfsHost,
 				Binds:  []sandbox.Bind{{Src: l.Dir, Dst: recipe.LayerPath}},
 				Args:   []string{filepath.Join(recipe.LayerPath, r.Package.Bin), "--version"},
 				Env:    []string{"HOME=/tmp"},
-				Stdout: &out, Stderr: &out,
+				Stdout: &out, Stderr: &errOut,
 			})
 			if err != nil || res.ExitCode != 0 {
-				t.Fatalf("%s --version: %v %+v\n%s", name, err, res, out.String())
+				t.Fatalf("%s --version: %v %+v\n%s%s", name, err, res, out.String(), errOut.String())
 			}
 			t.Logf("%s --version: %s", name, strings.TrimSpace(out.String()))
 		})
