@@ -1,23 +1,12 @@
 package scriptedmodel
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 )
 
 func (s *Server) anthropic(w http.ResponseWriter, r *http.Request, body []byte) {
-	var req struct {
-		Model string `json:"model"`
-	}
-	_ = json.Unmarshal(body, &req)
-	turn := -1
-	st := Step{Text: "Proctor task"}
-	if hasTools(body) {
-		turn = count(body, "tool_result")
-		st = s.step(turn)
-	}
-	s.keep(r, body, turn)
+	model, turn, st := s.begin(r, body, func() int { return count(body, "tool_result") })
 	id := fmt.Sprintf("msg_%d", turn+1)
 	usage := map[string]any{"input_tokens": 100 + 10*max(turn, 0), "output_tokens": 20, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
 	var block map[string]any
@@ -29,14 +18,14 @@ func (s *Server) anthropic(w http.ResponseWriter, r *http.Request, body []byte) 
 		block = map[string]any{"type": "text", "text": st.Text}
 	}
 	if !streaming(body) {
-		writeJSON(w, map[string]any{"id": id, "type": "message", "role": "assistant", "model": req.Model,
+		writeJSON(w, map[string]any{"id": id, "type": "message", "role": "assistant", "model": model,
 			"content": []any{block}, "stop_reason": stop, "stop_sequence": nil, "usage": usage})
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	sse(w, "message_start", map[string]any{"type": "message_start", "message": map[string]any{
-		"id": id, "type": "message", "role": "assistant", "model": req.Model, "content": []any{},
+		"id": id, "type": "message", "role": "assistant", "model": model, "content": []any{},
 		"stop_reason": nil, "stop_sequence": nil, "usage": map[string]any{"input_tokens": usage["input_tokens"], "output_tokens": 1}}})
 	if st.Tool != "" {
 		sse(w, "content_block_start", map[string]any{"type": "content_block_start", "index": 0, "content_block": map[string]any{

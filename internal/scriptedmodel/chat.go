@@ -9,25 +9,21 @@ import (
 // chat answers OpenAI's Chat Completions API: the turn is the number of
 // role "tool" messages.
 func (s *Server) chat(w http.ResponseWriter, r *http.Request, body []byte) {
-	var req struct {
-		Model    string `json:"model"`
-		Messages []struct {
-			Role string `json:"role"`
-		} `json:"messages"`
-	}
-	_ = json.Unmarshal(body, &req)
-	turn := -1
-	st := Step{Text: "Proctor task"}
-	if hasTools(body) {
-		turn = 0
+	model, turn, st := s.begin(r, body, func() int {
+		var req struct {
+			Messages []struct {
+				Role string `json:"role"`
+			} `json:"messages"`
+		}
+		_ = json.Unmarshal(body, &req)
+		n := 0
 		for _, m := range req.Messages {
 			if m.Role == "tool" {
-				turn++
+				n++
 			}
 		}
-		st = s.step(turn)
-	}
-	s.keep(r, body, turn)
+		return n
+	})
 	id := fmt.Sprintf("chatcmpl-%d", turn+1)
 	msg := map[string]any{"role": "assistant", "content": st.Text}
 	finish := "stop"
@@ -40,13 +36,13 @@ func (s *Server) chat(w http.ResponseWriter, r *http.Request, body []byte) {
 	}
 	usage := map[string]any{"prompt_tokens": 100 + 10*max(turn, 0), "completion_tokens": 20, "total_tokens": 120 + 10*max(turn, 0)}
 	if !streaming(body) {
-		writeJSON(w, map[string]any{"id": id, "object": "chat.completion", "model": req.Model,
+		writeJSON(w, map[string]any{"id": id, "object": "chat.completion", "model": model,
 			"choices": []any{map[string]any{"index": 0, "message": msg, "finish_reason": finish}}, "usage": usage})
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	chunk := func(delta map[string]any, finish any, usage any) {
-		c := map[string]any{"id": id, "object": "chat.completion.chunk", "model": req.Model,
+		c := map[string]any{"id": id, "object": "chat.completion.chunk", "model": model,
 			"choices": []any{map[string]any{"index": 0, "delta": delta, "finish_reason": finish}}}
 		if usage != nil {
 			c["usage"] = usage

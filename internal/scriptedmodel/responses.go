@@ -1,23 +1,14 @@
 package scriptedmodel
 
 import (
-	"encoding/json"
 	"fmt"
 	"net/http"
 )
 
 func (s *Server) responses(w http.ResponseWriter, r *http.Request, body []byte) {
-	var req struct {
-		Model string `json:"model"`
-	}
-	_ = json.Unmarshal(body, &req)
-	turn := -1
-	st := Step{Text: "Proctor task"}
-	if hasTools(body) {
-		turn = count(body, "function_call_output") + count(body, "custom_tool_call_output")
-		st = s.step(turn)
-	}
-	s.keep(r, body, turn)
+	model, turn, st := s.begin(r, body, func() int {
+		return count(body, "function_call_output") + count(body, "custom_tool_call_output")
+	})
 	id := fmt.Sprintf("resp_%d", turn+1)
 	var item map[string]any
 	if st.Tool != "" {
@@ -29,14 +20,14 @@ func (s *Server) responses(w http.ResponseWriter, r *http.Request, body []byte) 
 	}
 	usage := map[string]any{"input_tokens": 100 + 10*max(turn, 0), "input_tokens_details": map[string]any{"cached_tokens": 0},
 		"output_tokens": 20, "output_tokens_details": map[string]any{"reasoning_tokens": 0}, "total_tokens": 120 + 10*max(turn, 0)}
-	resp := map[string]any{"id": id, "object": "response", "model": req.Model, "status": "completed", "output": []any{item}, "usage": usage}
+	resp := map[string]any{"id": id, "object": "response", "model": model, "status": "completed", "output": []any{item}, "usage": usage}
 	if !streaming(body) {
 		writeJSON(w, resp)
 		return
 	}
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
-	created := map[string]any{"id": id, "object": "response", "model": req.Model, "status": "in_progress", "output": []any{}}
+	created := map[string]any{"id": id, "object": "response", "model": model, "status": "in_progress", "output": []any{}}
 	sse(w, "response.created", map[string]any{"type": "response.created", "sequence_number": 0, "response": created})
 	sse(w, "response.output_item.added", map[string]any{"type": "response.output_item.added", "sequence_number": 1, "output_index": 0, "item": item})
 	if st.Tool != "" {

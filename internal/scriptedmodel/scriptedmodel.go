@@ -53,6 +53,23 @@ func (s *Server) step(turn int) Step {
 	return Step{Text: "Done."}
 }
 
+// begin reads a request's model and turn (results counts the tool results
+// it carries back), keeps the request, and returns the script's step for
+// it: a side query (no tools declared) gets a short text, turn -1.
+func (s *Server) begin(r *http.Request, body []byte, results func() int) (model string, turn int, st Step) {
+	var req struct {
+		Model string `json:"model"`
+	}
+	_ = json.Unmarshal(body, &req)
+	turn, st = -1, Step{Text: "Proctor task"}
+	if hasTools(body) {
+		turn = results()
+		st = s.step(turn)
+	}
+	s.keep(r, body, turn)
+	return req.Model, turn, st
+}
+
 func (s *Server) keep(r *http.Request, body []byte, turn int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
