@@ -38,6 +38,9 @@ type Options struct {
 	Timeout time.Duration
 	// Log receives npm's output and the proxy's decisions; nil discards.
 	Log io.Writer
+	// Installing, if set, is called once an install is to begin (the
+	// cache had no layer for the recipe), for a line of progress.
+	Installing func()
 }
 
 // Ensure returns r's layer, installing it first when it is not in the
@@ -60,6 +63,9 @@ func Ensure(ctx context.Context, r *recipe.Recipe, o Options) (*Layer, error) {
 	}
 	if l, err := Lookup(o.CacheDir, r); l != nil || err != nil {
 		return l, err // installed while we waited
+	}
+	if o.Installing != nil {
+		o.Installing()
 	}
 	return install(ctx, r, o, dir)
 }

@@ -79,7 +79,7 @@ func resolveRecipe(ctx context.Context, r *recipe.Recipe, model, cache string, p
 	}
 	lo := agentlayer.Options{CacheDir: cache}
 	if progress != nil {
-		if l, _ := agentlayer.Lookup(cache, r); l == nil {
+		lo.Installing = func() {
 			fmt.Fprintf(progress, "proctor: installing agent %s (%s@%s) into %s\n", r.Name, r.Package.NPM, r.Package.Version, agentlayer.Dir(cache, r))
 		}
 	}
@@ -119,6 +119,14 @@ func (a *recipeAgent) apply(o *trial.Options) error {
 
 func newAgentCmd(stdout, stderr io.Writer) *cobra.Command {
 	var cache, config string
+	catalogAndCache := func() (*recipe.Catalog, string, error) {
+		cat, err := catalog(config)
+		if err != nil {
+			return nil, "", err
+		}
+		dir, err := cacheDir(cache)
+		return cat, dir, err
+	}
 	c := &cobra.Command{
 		Use:   "agent",
 		Short: "Agent recipes: list them, install their agents ahead of time",
@@ -135,11 +143,7 @@ installed on first use, or ahead of time with proctor agent install.`,
 		Short: "List the recipes known, their pinned versions, and which are installed",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, _ []string) error {
-			cat, err := catalog(config)
-			if err != nil {
-				return err
-			}
-			dir, err := cacheDir(cache)
+			cat, dir, err := catalogAndCache()
 			if err != nil {
 				return err
 			}
@@ -171,11 +175,7 @@ installed on first use, or ahead of time with proctor agent install.`,
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			cat, err := catalog(config)
-			if err != nil {
-				return err
-			}
-			dir, err := cacheDir(cache)
+			cat, dir, err := catalogAndCache()
 			if err != nil {
 				return err
 			}

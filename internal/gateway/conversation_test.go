@@ -2,7 +2,6 @@ package gateway
 
 import (
 	"bytes"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -21,12 +20,7 @@ func convBody(session, result string) string {
 func recordSteps(t *testing.T, steps []step) []byte {
 	t.Helper()
 	tape := NewTape()
-	up := httptest.NewServer(fakeProvider(t))
-	t.Cleanup(up.Close)
-	hs := []*harness{
-		startGateway(t, Options{Spec: specFor(t, "openai", up.URL+"/v1"), Key: testKey, Tape: tape}, nil, up),
-		startGateway(t, Options{Spec: specFor(t, "anthropic", up.URL), Key: testKey, Tape: tape}, nil, up),
-	}
+	hs := recordingPair(t, tape)
 	play(t, hs, steps)
 	for _, h := range hs {
 		h.close()

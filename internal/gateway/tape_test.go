@@ -115,12 +115,7 @@ type recording struct {
 func recordScript(t *testing.T) recording {
 	t.Helper()
 	tape := NewTape()
-	up := httptest.NewServer(fakeProvider(t))
-	t.Cleanup(up.Close)
-	hs := []*harness{
-		startGateway(t, Options{Spec: specFor(t, "openai", up.URL+"/v1"), Key: testKey, Tape: tape}, nil, up),
-		startGateway(t, Options{Spec: specFor(t, "anthropic", up.URL), Key: testKey, Tape: tape}, nil, up),
-	}
+	hs := recordingPair(t, tape)
 	rec := recording{tape: tape, answers: play(t, hs, script)}
 	for _, h := range hs {
 		h.close()
@@ -137,6 +132,18 @@ func recordScript(t *testing.T) recording {
 	}
 	rec.file = b.Bytes()
 	return rec
+}
+
+// recordingPair is the script's two gateways recording onto tape, with
+// the fake provider upstream.
+func recordingPair(t *testing.T, tape *Tape) []*harness {
+	t.Helper()
+	up := httptest.NewServer(fakeProvider(t))
+	t.Cleanup(up.Close)
+	return []*harness{
+		startGateway(t, Options{Spec: specFor(t, "openai", up.URL+"/v1"), Key: testKey, Tape: tape}, nil, up),
+		startGateway(t, Options{Spec: specFor(t, "anthropic", up.URL), Key: testKey, Tape: tape}, nil, up),
+	}
 }
 
 func timeless(calls []Call) []Call {
