@@ -61,6 +61,13 @@ var providerScripts = map[string][]scriptedmodel.Step{
 		{Tool: "read_file", Input: map[string]any{"file_path": "/app/stats.py"}},
 		{Tool: "write_file", Input: map[string]any{"file_path": "/app/stats.py", "content": fixedStats}},
 	},
+	// OpenCode (Anthropic through its own provider settings): its tools
+	// take camelCase arguments, and it too reads before it writes.
+	"opencode-fix": {
+		{Tool: "bash", Input: map[string]any{"command": searchKey, "description": "look for keys"}},
+		{Tool: "read", Input: map[string]any{"filePath": "/app/stats.py"}},
+		{Tool: "write", Input: map[string]any{"filePath": "/app/stats.py", "content": fixedStats}},
+	},
 	"codex-cheat": {
 		{Tool: "exec_command", Input: map[string]any{"cmd": cheat}},
 	},

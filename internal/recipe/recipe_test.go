@@ -14,7 +14,7 @@ func TestBuiltinRecipes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, name := range []string{"claude-code", "codex", "gemini-cli", "qwen-code"} {
+	for _, name := range []string{"claude-code", "codex", "gemini-cli", "qwen-code", "opencode"} {
 		r, err := c.Lookup(name)
 		if err != nil {
 			t.Fatal(err)
@@ -23,7 +23,7 @@ func TestBuiltinRecipes(t *testing.T) {
 			t.Errorf("%s: the shipped recipe pins no integrity", name)
 		}
 	}
-	for _, name := range []string{"claude-code", "codex", "qwen-code"} {
+	for _, name := range []string{"claude-code", "codex", "qwen-code", "opencode"} {
 		r, _ := c.Lookup(name)
 		if err := r.Usable(); err != nil {
 			t.Errorf("%s: %v", name, err)
