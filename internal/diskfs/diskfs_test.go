@@ -59,7 +59,10 @@ func boundUnder(t *testing.T, dir string) []string {
 // detaches within a few seconds (AUTOCLEAR runs from a work queue).
 func waitNoLoop(t *testing.T, dir string) {
 	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	// The kernel lets a loop device go once its last reference does: a
+	// moment after the unmount, longer under heavy I/O (seen here: over
+	// 5 s, with 32 MiB just written and synced, while other tests ran).
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		left := boundUnder(t, dir)
 		if len(left) == 0 {
 			return
