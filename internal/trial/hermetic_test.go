@@ -119,7 +119,7 @@ mcp_servers = []
 		"instruction.md":        "Write /app/answer.py: answer() returns 42.\n",
 		"tests/test.sh":         tbVerifier,
 		"tests/test_outputs.py": "import sys\nsys.path.insert(0, '/app')\nfrom answer import answer\n\ndef test_answer():\n    assert answer() == 42\n",
-		"solution/solve.sh":     "#!/bin/bash\nprintf 'def answer():\\n    return 42\\n' > /app/answer.py\n",
+		"solution/solve.sh":     "#!/bin/bash\ncat > /app/answer.py <<'EOF'\ndef answer():\n    return 6 * 7\nEOF\n",
 	})
 	net := NetOptions{VerifierHosts: append(testcorpus.AptHosts(t, root), testcorpus.InternetHosts...), HostMap: inet.HostMap, CAFiles: []string{inet.CAFile}}
 	run := func(agent string) (*Verdict, string) {

@@ -27,7 +27,7 @@ grep Cpus_allowed_list /proc/self/status`
 	tk, err = task.Load(tk.Dir)
 	must(t, err)
 	out := filepath.Join(t.TempDir(), "out")
-	v, err := Run(context.Background(), Options{Task: tk, Agent: probe, Out: out, CacheDir: sharedCache, Key: testKey, CPUSet: "1"})
+	v, err := Run(context.Background(), Options{Task: tk, Agent: carried(probe), Out: out, CacheDir: sharedCache, Key: testKey, CPUSet: "1"})
 	if err != nil {
 		t.Fatal(err)
 	}

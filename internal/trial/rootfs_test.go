@@ -90,7 +90,7 @@ case "$out" in *VISIBLE*) echo 0 > /logs/verifier/reward.txt;; *) echo 1 > /logs
 	if len(want.Special) != 7 {
 		t.Fatalf("setup: %d special files in the rootfs", len(want.Special))
 	}
-	v, out := runTrial(t, tk, specialCheck+"; echo made > /srv/out", "")
+	v, out := runTrial(t, tk, carried(specialCheck+"; echo made > /srv/out"), "")
 	log := readFile(t, filepath.Join(out, AgentLog))
 	if !v.Passed || v.Status != StatusClean {
 		t.Fatalf("passed=%t status=%s violations=%s error=%q\nagent:\n%s\ngrader:\n%s", v.Passed, v.Status, violations(v), v.Error,

@@ -70,7 +70,7 @@ grading = %q
 		"instruction.md":        "Write /app/answer.py: answer() returns 42.\n",
 		"tests/test.sh":         "#!/bin/bash\ncd /app && " + r.run + "\nif [ $? -eq 0 ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n",
 		"tests/test_outputs.py": r.test,
-		"solution/solve.sh":     "#!/bin/bash\nprintf 'def answer():\\n    return 42\\n' > /app/answer.py\n",
+		"solution/solve.sh":     "#!/bin/bash\ncat > /app/answer.py <<'EOF'\ndef answer():\n    return 6 * 7\nEOF\n",
 		"environment/.keep":     "",
 	}
 	return loadWritten(t, dir, files)

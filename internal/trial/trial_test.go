@@ -2,6 +2,7 @@ package trial
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
 	"os"
 	"os/exec"
@@ -166,6 +167,13 @@ type taskSpec struct {
 	// (tests/..., solution/...), by path in the task directory.
 	instruction string
 	hidden      map[string]string
+}
+
+// carried is command as an agent runs it without quoting it: a probe the
+// task's own test runs too (the same check from inside both sandboxes)
+// would otherwise be an answer the agent brought (smuggled_answer).
+func carried(command string) string {
+	return "echo " + base64.StdEncoding.EncodeToString([]byte(command)) + " | base64 -d | sh"
 }
 
 func writeTask(t *testing.T, s taskSpec) *task.Task {
